@@ -1,0 +1,52 @@
+# eventhub: PGXS build of the server extension, plus the test and demo
+# drivers.  `make test` and `make demo` install what they need first, so they
+# must work before PostgreSQL's server headers are on the machine; the PGXS
+# include below is therefore conditional.
+
+EXTENSION = eventhub
+EXTVERSION = $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+
+MODULE_big = eventhub
+OBJS = \
+	extension/eventhub.o \
+	extension/notify.o \
+	extension/publish.o
+
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+
+SHLIB_LINK += -luuid
+# -Wno-unused-parameter: PostgreSQL's own headers trip -Wextra's check.
+PG_CFLAGS += -Wall -Wextra -Werror -Wmissing-prototypes -Wno-unused-parameter
+
+# `make installcheck` runs the SQL and isolation suites against a server you
+# already run (PGHOST/PGPORT); `make test` runs everything on a throwaway one.
+REGRESS = $(sort $(patsubst regress/sql/%.sql,%,$(wildcard regress/sql/*.sql)))
+REGRESS_OPTS = --inputdir=regress
+ISOLATION = $(sort $(patsubst regress/specs/%.spec,%,$(wildcard regress/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=regress
+
+EXTRA_CLEAN = $(DATA_built) output_iso
+
+# Debian's server for the targeted major version, unless told otherwise.
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+.DEFAULT_GOAL := all
+.PHONY: test demo
+test:
+	@scripts/test.sh
+demo:
+	@scripts/demo.sh
+
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+
+$(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
+	cp $< $@
+else
+all install installcheck:
+	@echo "PostgreSQL server headers not found (PG_CONFIG=$(PG_CONFIG))." >&2
+	@echo "Install postgresql-server-dev-15, or run 'make test', which installs it." >&2
+	@exit 1
+endif

@@ -1,0 +1,443 @@
+/*
+ * publish.c
+ *	  eventhub.publish_event() and eventhub.register_organization().
+ *
+ * Ordering: a publisher takes the row lock of its organization's
+ * organization_states row and holds it until its transaction ends, so the
+ * publishers of one organization are serialized.  Each reads the head
+ * revision under that lock and writes head + 1, which makes revisions gapless,
+ * and a revision commits only after every lower one has committed (or the
+ * publisher that held it aborted, taking its revision number with it).
+ *
+ * All queries run through SPI with plans prepared once per backend.  Nothing
+ * here commits: the event, the state change and the caller's own writes
+ * share the caller's transaction.
+ */
+#include "postgres.h"
+
+#include <uuid/uuid.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "eventhub.h"
+
+PG_FUNCTION_INFO_V1(publish_event);
+PG_FUNCTION_INFO_V1(register_organization);
+
+StaticAssertDecl(sizeof(uuid_t) == UUID_LEN, "libuuid and PostgreSQL disagree on the size of a UUID");
+
+/* Plans kept for the life of the backend, prepared on first use. */
+static SPIPlanPtr lock_plan;
+static SPIPlanPtr insert_org_plan;
+static SPIPlanPtr select_org_plan;
+static SPIPlanPtr find_correlation_plan;
+static SPIPlanPtr insert_event_plan;
+static SPIPlanPtr update_org_plan;
+
+/*
+ * Returns the cached plan for a query, preparing and keeping it on first use.
+ */
+static SPIPlanPtr
+KeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
+{
+	if (*cache == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(query, nargs, argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
+				 query, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep eventhub query plan");
+		*cache = plan;
+	}
+	return *cache;
+}
+
+/*
+ * Fills *out with a new random (version 4) UUID from libuuid.
+ */
+static void
+NewUuid(pg_uuid_t *out)
+{
+	uuid_t		u;
+
+	uuid_generate_random(u);
+	memcpy(out->data, u, UUID_LEN);
+}
+
+/*
+ * Returns text argument argno, refusing NULL, the empty string and, when
+ * maxbytes > 0, a value longer than maxbytes bytes.
+ */
+static Datum
+RequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname, int maxbytes)
+{
+	text	   *value;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+
+	value = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(value);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname)));
+	if (maxbytes > 0 && len > maxbytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", argname),
+				 errdetail("The value is %d bytes long; the limit is %d bytes.",
+						   len, maxbytes)));
+	return PointerGetDatum(value);
+}
+
+/*
+ * Returns the action argument, refusing anything but CREATE, UPDATE and
+ * DELETE (spelt in upper case, as stored).
+ */
+static Datum
+RequiredActionArg(FunctionCallInfo fcinfo, int argno)
+{
+	Datum		value = RequiredTextArg(fcinfo, argno, "action", 0);
+	text	   *t = DatumGetTextPP(value);
+	int			len = VARSIZE_ANY_EXHDR(t);
+	const char *s = VARDATA_ANY(t);
+
+	if (len == 6 &&
+		(memcmp(s, "CREATE", 6) == 0 ||
+		 memcmp(s, "UPDATE", 6) == 0 ||
+		 memcmp(s, "DELETE", 6) == 0))
+		return value;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid action \"%s\"", text_to_cstring(t)),
+			 errhint("The action must be CREATE, UPDATE or DELETE.")));
+	pg_unreachable();
+}
+
+/*
+ * Inserts an organization at revision 0 with a new version id unless it
+ * already exists.  Returns true, with *version set, when this call inserted
+ * it.  A concurrent registration of the same organization makes this wait
+ * for that transaction to end.
+ */
+static bool
+InsertOrganization(Datum org, pg_uuid_t *version)
+{
+	Oid			argtypes[3] = {TEXTOID, UUIDOID, TIMESTAMPTZOID};
+	Datum		values[3];
+	SPIPlanPtr	plan;
+	int			ret;
+
+	plan = KeptPlan(&insert_org_plan,
+					"INSERT INTO eventhub.organization_states"
+					" (organization, version_id, revision, updated_at)"
+					" VALUES ($1, $2, 0, $3)"
+					" ON CONFLICT (organization) DO NOTHING",
+					3, argtypes);
+
+	NewUuid(version);
+	values[0] = org;
+	values[1] = UUIDPGetDatum(version);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "eventhub: inserting an organization failed: %s",
+			 SPI_result_code_string(ret));
+	return SPI_processed == 1;
+}
+
+/*
+ * Takes the row lock of an organization's state, registering the
+ * organization first if it is new, and returns its head revision.  The lock
+ * is held until the transaction ends.
+ */
+static int64
+LockOrganization(Datum org)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	SPIPlanPtr	plan;
+	int			attempt;
+
+	plan = KeptPlan(&lock_plan,
+					"SELECT revision FROM eventhub.organization_states"
+					" WHERE organization = $1 FOR UPDATE",
+					1, argtypes);
+
+	for (attempt = 0; attempt < 3; attempt++)
+	{
+		pg_uuid_t	unused;
+		int			ret;
+
+		CHECK_FOR_INTERRUPTS();
+
+		ret = SPI_execute_plan(plan, &org, NULL, false, 1);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "eventhub: locking an organization failed: %s",
+				 SPI_result_code_string(ret));
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+
+			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		(void) InsertOrganization(org, &unused);
+	}
+
+	/* Only reachable if someone keeps deleting the row we keep inserting. */
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not lock organization \"%s\"", TextDatumGetCString(org)),
+			 errdetail("Its row in eventhub.organization_states was deleted concurrently.")));
+	pg_unreachable();
+}
+
+/*
+ * Looks up an event by correlation id.  Returns false when there is none.
+ * When there is one with the same content, returns true and its revision in
+ * *revision; when its content differs, raises unique_violation.
+ */
+static bool
+FindCorrelation(Datum correlation, Datum org, Datum event_type, Datum action,
+				Datum entity, Datum data, int64 *revision)
+{
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[6];
+	SPIPlanPtr	plan;
+	HeapTuple	tuple;
+	TupleDesc	tupdesc;
+	bool		isnull;
+	int			ret;
+
+	plan = KeptPlan(&find_correlation_plan,
+					"SELECT revision, organization_id,"
+					" organization_id = $2 AND event_type = $3 AND action = $4"
+					" AND entity_id = $5 AND event_data = $6"
+					" FROM eventhub.events WHERE correlation_id = $1",
+					6, argtypes);
+
+	values[0] = correlation;
+	values[1] = org;
+	values[2] = event_type;
+	values[3] = action;
+	values[4] = entity;
+	values[5] = data;
+	ret = SPI_execute_plan(plan, values, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: looking up a correlation id failed: %s",
+			 SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		return false;
+
+	tuple = SPI_tuptable->vals[0];
+	tupdesc = SPI_tuptable->tupdesc;
+	*revision = DatumGetInt64(SPI_getbinval(tuple, tupdesc, 1, &isnull));
+	if (DatumGetBool(SPI_getbinval(tuple, tupdesc, 3, &isnull)))
+		return true;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("correlation id \"%s\" is already used by a different event",
+					TextDatumGetCString(correlation)),
+			 errdetail("Revision " INT64_FORMAT " of organization \"%s\" has this correlation id with a different organization, event type, action, entity id or event data.",
+					   *revision, SPI_getvalue(tuple, tupdesc, 2)),
+			 errhint("Use a new correlation id for a new change; repeat the original event unchanged to get its revision back.")));
+	pg_unreachable();
+}
+
+/*
+ * publish_event(organization_id, event_type, action, entity_id,
+ *				 correlation_id, event_data, originated_timestamp) -> bigint
+ *
+ * Appends an event to its organization's log in the caller's transaction and
+ * returns its revision.  See the file header for the ordering argument.
+ */
+Datum
+publish_event(PG_FUNCTION_ARGS)
+{
+	Datum		org = RequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	Datum		event_type = RequiredTextArg(fcinfo, 1, "event_type", 0);
+	Datum		action = RequiredActionArg(fcinfo, 2);
+	Datum		entity = RequiredTextArg(fcinfo, 3, "entity_id", 0);
+	Datum		correlation;
+	bool		correlation_given = !PG_ARGISNULL(4);
+	Datum		data;
+	TimestampTz originated;
+	pg_uuid_t	version;
+	TimestampTz processed;
+	int64		head;
+	int64		revision;
+	Oid			event_argtypes[10] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		event_values[10];
+	Oid			org_argtypes[4] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID};
+	Datum		org_values[4];
+	SPIPlanPtr	plan;
+	int			ret;
+
+	if (correlation_given)
+		correlation = RequiredTextArg(fcinfo, 4, "correlation_id", EVENTHUB_MAX_ID_BYTES);
+	else
+	{
+		uuid_t		u;
+		char		buf[37];
+
+		uuid_generate_random(u);
+		uuid_unparse_lower(u, buf);
+		correlation = CStringGetTextDatum(buf);
+	}
+
+	if (PG_ARGISNULL(5))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("event_data must not be null"),
+				 errhint("Pass '{}'::jsonb or 'null'::jsonb for an event without data.")));
+	data = PG_GETARG_DATUM(5);
+
+	if (PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("originated_timestamp must not be null"),
+				 errhint("Leave the argument out to use the transaction's start time.")));
+	originated = PG_GETARG_TIMESTAMPTZ(6);
+	if (TIMESTAMP_NOT_FINITE(originated))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("originated_timestamp must be finite")));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+
+	/*
+	 * Lock first, then look for the correlation id: a concurrent publisher
+	 * of the same organization and correlation id has committed by the time
+	 * the lock is ours, so its event is found here and not inserted twice.
+	 */
+	head = LockOrganization(org);
+
+	if (correlation_given &&
+		FindCorrelation(correlation, org, event_type, action, entity, data, &revision))
+	{
+		SPI_finish();
+		PG_RETURN_INT64(revision);
+	}
+
+	if (head == PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("organization \"%s\" has run out of revisions",
+						TextDatumGetCString(org))));
+	revision = head + 1;
+	NewUuid(&version);
+	processed = GetCurrentTimestamp();
+
+	plan = KeptPlan(&insert_event_plan,
+					"INSERT INTO eventhub.events"
+					" (organization_id, revision, version_id, processed_timestamp,"
+					" originated_timestamp, event_type, action, entity_id,"
+					" correlation_id, event_data)"
+					" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+					" ON CONFLICT (correlation_id) DO NOTHING",
+					10, event_argtypes);
+	event_values[0] = org;
+	event_values[1] = Int64GetDatum(revision);
+	event_values[2] = UUIDPGetDatum(&version);
+	event_values[3] = TimestampTzGetDatum(processed);
+	event_values[4] = TimestampTzGetDatum(originated);
+	event_values[5] = event_type;
+	event_values[6] = action;
+	event_values[7] = entity;
+	event_values[8] = correlation;
+	event_values[9] = data;
+	ret = SPI_execute_plan(plan, event_values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "eventhub: inserting an event failed: %s",
+			 SPI_result_code_string(ret));
+	if (SPI_processed != 1)
+	{
+		/*
+		 * Another organization's publisher committed this correlation id
+		 * after our lookup.  Same content would mean same organization, which
+		 * our lock excludes, so the content differs.
+		 */
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("correlation id \"%s\" is already used by a different event",
+						TextDatumGetCString(correlation)),
+				 errdetail("Another transaction published an event of a different organization with this correlation id concurrently."),
+				 errhint("Use a new correlation id for a new change.")));
+	}
+
+	plan = KeptPlan(&update_org_plan,
+					"UPDATE eventhub.organization_states"
+					" SET revision = $2, version_id = $3, updated_at = $4"
+					" WHERE organization = $1",
+					4, org_argtypes);
+	org_values[0] = org;
+	org_values[1] = Int64GetDatum(revision);
+	org_values[2] = UUIDPGetDatum(&version);
+	org_values[3] = TimestampTzGetDatum(processed);
+	ret = SPI_execute_plan(plan, org_values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "eventhub: updating the state of an organization failed: %s",
+			 SPI_result_code_string(ret));
+
+	SPI_finish();
+	PG_RETURN_INT64(revision);
+}
+
+/*
+ * register_organization(organization_id) -> uuid
+ *
+ * Registers an organization at revision 0 if it is new and returns its
+ * current version id.  Idempotent.
+ */
+Datum
+register_organization(PG_FUNCTION_ARGS)
+{
+	Datum		org = RequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	pg_uuid_t  *result = palloc(sizeof(pg_uuid_t));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+
+	if (!InsertOrganization(org, result))
+	{
+		Oid			argtypes[1] = {TEXTOID};
+		SPIPlanPtr	plan;
+		bool		isnull;
+		int			ret;
+
+		plan = KeptPlan(&select_org_plan,
+						"SELECT version_id FROM eventhub.organization_states"
+						" WHERE organization = $1",
+						1, argtypes);
+		ret = SPI_execute_plan(plan, &org, NULL, false, 1);
+		if (ret != SPI_OK_SELECT || SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("could not register organization \"%s\"", TextDatumGetCString(org)),
+					 errdetail("Its row in eventhub.organization_states was deleted concurrently.")));
+		memcpy(result,
+			   DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull)),
+			   sizeof(pg_uuid_t));
+	}
+
+	SPI_finish();
+	PG_RETURN_UUID_P(result);
+}

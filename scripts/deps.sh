@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages eventhub builds, tests and demos with, when
+# they are missing.  Needs root only when something is missing.
+set -euo pipefail
+
+packages=(make gcc postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "eventhub: missing Debian packages: ${missing[*]}" >&2
+	echo "eventhub: install them (sudo apt-get install ${missing[*]}) or run as root" >&2
+	exit 1
+fi
+echo "eventhub: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make test: install what is missing, build (warnings are errors), install the
+# extension into the local PostgreSQL 15, then run every suite against
+# throwaway clusters.  PostgreSQL refuses to run as root, so when run as root
+# the suites run as the unprivileged user "postgres" from a staged copy of
+# the test files that this user can read.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+make -s
+make -s install >/dev/null
+
+work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
+cp -r regress scripts "$work/"
+chmod 755 "$work"
+if [ "$(id -u)" -eq 0 ]; then
+	chown -R postgres: "$work"
+	run=(runuser -u postgres --)
+else
+	run=()
+fi
+
+if "${run[@]}" bash "$work/scripts/run-suites.sh" "$work"; then
+	rm -rf "$work"
+else
+	echo "eventhub: test output kept in $work" >&2
+	exit 1
+fi

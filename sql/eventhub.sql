@@ -1,0 +1,258 @@
+-- eventhub install script.  This is the one editable copy: the build copies
+-- it to sql/eventhub--<version>.sql.  Every object is schema-qualified and
+-- every function pins its search_path, so nothing here depends on the
+-- caller's search_path (see "Security Considerations for Extensions").
+
+\echo Use "CREATE EXTENSION eventhub" to load this file. \quit
+
+--
+-- Tables
+--
+
+CREATE TABLE eventhub.organization_states (
+    organization text PRIMARY KEY,
+    version_id   uuid NOT NULL,
+    revision     bigint NOT NULL CONSTRAINT organization_states_revision_check CHECK (revision >= 0),
+    updated_at   timestamptz NOT NULL
+);
+
+COMMENT ON TABLE eventhub.organization_states IS
+'One row per organization: its head revision (the revision of its latest event, 0 before the first) and the version id that changes with every event.';
+COMMENT ON COLUMN eventhub.organization_states.organization IS 'Organization id, as passed to publish_event.';
+COMMENT ON COLUMN eventhub.organization_states.version_id IS 'Rotated to a new random UUID by every event; equals the version_id of the head event.';
+COMMENT ON COLUMN eventhub.organization_states.revision IS 'Head revision: the highest revision ever assigned in this organization. Retention never lowers it.';
+COMMENT ON COLUMN eventhub.organization_states.updated_at IS 'When the organization was registered or last published to.';
+
+CREATE TABLE eventhub.events (
+    organization_id      text NOT NULL,
+    revision             bigint NOT NULL,
+    version_id           uuid NOT NULL,
+    processed_timestamp  timestamptz NOT NULL,
+    originated_timestamp timestamptz NOT NULL,
+    event_type           text NOT NULL,
+    action               text NOT NULL CONSTRAINT events_action_check CHECK (action IN ('CREATE', 'UPDATE', 'DELETE')),
+    entity_id            text NOT NULL,
+    correlation_id       text NOT NULL CONSTRAINT events_correlation_id_key UNIQUE,
+    event_data           jsonb NOT NULL,
+    CONSTRAINT events_pkey PRIMARY KEY (organization_id, revision)
+);
+
+-- Retention deletes by age; this index lets it find expired events without
+-- scanning the table.
+CREATE INDEX events_processed_timestamp_idx ON eventhub.events (processed_timestamp);
+
+COMMENT ON TABLE eventhub.events IS
+'The event log. Per organization, revisions are gapless and become visible in revision order. Write it only through eventhub.publish_event(); read it through eventhub.events_since().';
+COMMENT ON COLUMN eventhub.events.organization_id IS 'Organization the event belongs to.';
+COMMENT ON COLUMN eventhub.events.revision IS 'Position of the event in its organization: 1, 2, 3, ... without gaps. The read cursor.';
+COMMENT ON COLUMN eventhub.events.version_id IS 'Version id the organization took with this event.';
+COMMENT ON COLUMN eventhub.events.processed_timestamp IS 'Server clock when the revision was assigned. Used by retention only, never as a cursor.';
+COMMENT ON COLUMN eventhub.events.originated_timestamp IS 'When the publisher says the change happened. Informational.';
+COMMENT ON COLUMN eventhub.events.event_type IS 'Free-form kind of entity, for example API, CERTIFICATE or LLM_TEMPLATE.';
+COMMENT ON COLUMN eventhub.events.action IS 'CREATE, UPDATE or DELETE.';
+COMMENT ON COLUMN eventhub.events.entity_id IS 'Id of the entity that changed.';
+COMMENT ON COLUMN eventhub.events.correlation_id IS 'Idempotency key, unique across all organizations. Publishing the same event again with it returns the original revision.';
+COMMENT ON COLUMN eventhub.events.event_data IS 'The change itself, as JSON. Never sent in notifications.';
+
+-- Keep the data in pg_dump output: these tables hold user data, not
+-- configuration that CREATE EXTENSION recreates.
+SELECT pg_catalog.pg_extension_config_dump('eventhub.organization_states', '');
+SELECT pg_catalog.pg_extension_config_dump('eventhub.events', '');
+
+--
+-- Writing
+--
+
+CREATE FUNCTION eventhub.register_organization(organization_id text)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'register_organization'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.register_organization(text) IS
+'Registers an organization at revision 0 if it is new; idempotent. Returns its current version id.';
+
+CREATE FUNCTION eventhub.publish_event(
+    organization_id      text,
+    event_type           text,
+    action               text,
+    entity_id            text,
+    correlation_id       text,
+    event_data           jsonb,
+    originated_timestamp timestamptz DEFAULT pg_catalog.now())
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'publish_event'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz) IS
+'Appends an event inside the caller''s transaction: assigns the organization''s next revision, rotates its version id and returns the revision. A repeated correlation_id with identical content returns the original revision and changes nothing.';
+
+--
+-- Reading
+--
+
+-- The consumer protocol: keep the revision of the last event applied per
+-- organization (start at 0, or at organization_states.revision to skip
+-- history), call events_since with it until it returns fewer than
+-- max_events rows, and advance the cursor to the last row's revision.  On
+-- SQLSTATE EH001 or EH002 reload the full state, then continue from
+-- organization_states.revision.
+CREATE FUNCTION eventhub.events_since(
+    organization_id text,
+    after_revision  bigint,
+    max_events      integer DEFAULT 1000)
+RETURNS SETOF eventhub.events
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    head     bigint;
+    expected bigint;
+    returned integer := 0;
+    ev       eventhub.events;
+BEGIN
+    IF organization_id IS NULL OR after_revision IS NULL OR max_events IS NULL THEN
+        RAISE EXCEPTION 'organization_id, after_revision and max_events must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF after_revision < 0 THEN
+        RAISE EXCEPTION 'after_revision must not be negative'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('after_revision is %s.', after_revision),
+                  HINT = 'Pass 0 to read an organization from its first kept event.';
+    END IF;
+    IF max_events <= 0 THEN
+        RAISE EXCEPTION 'max_events must be greater than zero'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('max_events is %s.', max_events);
+    END IF;
+
+    -- The function is STABLE, so the head and the events below come from one
+    -- snapshot: every revision up to head is either returned or was removed.
+    SELECT s.revision INTO head
+      FROM eventhub.organization_states s
+     WHERE s.organization = events_since.organization_id;
+    head := COALESCE(head, 0);
+
+    IF after_revision > head THEN
+        RAISE EXCEPTION 'revision % is ahead of organization "%"', after_revision, organization_id
+            USING ERRCODE = 'EH002',
+                  DETAIL = pg_catalog.format('The head revision of organization "%s" is %s.', organization_id, head),
+                  HINT = 'The database no longer has history this reader has seen, for example after a failover. Reload the full state and continue from the head revision.';
+    END IF;
+
+    expected := after_revision + 1;
+    FOR ev IN
+        SELECT e.*
+          FROM eventhub.events e
+         WHERE e.organization_id = events_since.organization_id
+           AND e.revision > after_revision
+         ORDER BY e.revision
+         LIMIT max_events
+    LOOP
+        IF ev.revision <> expected THEN
+            EXIT;
+        END IF;
+        expected := expected + 1;
+        returned := returned + 1;
+        RETURN NEXT ev;
+    END LOOP;
+
+    -- A short batch must end at the head; a revision missing before that
+    -- was removed by retention.
+    IF returned < max_events AND expected <= head THEN
+        RAISE EXCEPTION 'events of organization "%" after revision % have been removed', organization_id, expected - 1
+            USING ERRCODE = 'EH001',
+                  DETAIL = pg_catalog.format('Revision %s is no longer kept; the head revision is %s.', expected, head),
+                  HINT = 'Reload the full state and continue from the head revision in eventhub.organization_states.';
+    END IF;
+    RETURN;
+END
+$$;
+
+COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer) IS
+'Returns up to max_events events of an organization with revision > after_revision, in revision order. Raises SQLSTATE EH001 when events the caller has not seen were removed, and EH002 when after_revision is above the head revision: both mean "reload the full state".';
+
+--
+-- Retention
+--
+
+CREATE FUNCTION eventhub.cleanup_events(older_than timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deleted bigint;
+BEGIN
+    IF older_than IS NULL THEN
+        RAISE EXCEPTION 'older_than must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    DELETE FROM eventhub.events e WHERE e.processed_timestamp < older_than;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$$;
+
+COMMENT ON FUNCTION eventhub.cleanup_events(timestamptz) IS
+'Deletes the events of every organization processed before older_than and returns how many. Never changes organization_states; readers behind the removed events get SQLSTATE EH001.';
+
+CREATE FUNCTION eventhub.cleanup_events(organization_id text, from_ts timestamptz, to_ts timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deleted bigint;
+BEGIN
+    IF organization_id IS NULL OR from_ts IS NULL OR to_ts IS NULL THEN
+        RAISE EXCEPTION 'organization_id, from_ts and to_ts must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF from_ts > to_ts THEN
+        RAISE EXCEPTION 'from_ts must not be later than to_ts'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('from_ts is %s and to_ts is %s.', from_ts, to_ts);
+    END IF;
+    DELETE FROM eventhub.events e
+     WHERE e.organization_id = cleanup_events.organization_id
+       AND e.processed_timestamp >= from_ts
+       AND e.processed_timestamp < to_ts;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$$;
+
+COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
+'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE EH001.';
+
+--
+-- Notification
+--
+
+CREATE FUNCTION eventhub.notify_event()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'notify_event'
+LANGUAGE C;
+-- notify_event runs no SQL and resolves no names, so it needs no pinned
+-- search_path (and saves the cost of one on every published event).
+
+COMMENT ON FUNCTION eventhub.notify_event() IS
+'Trigger function: sends NOTIFY eventhub with {"organization_id": ..., "revision": ..., "version_id": ...} for each inserted event.';
+
+CREATE TRIGGER events_notify
+    AFTER INSERT ON eventhub.events
+    FOR EACH ROW EXECUTE FUNCTION eventhub.notify_event();
+
+COMMENT ON TRIGGER events_notify ON eventhub.events IS
+'Wakes listeners on channel eventhub when an event commits.';
+
+--
+-- Privileges: nothing for PUBLIC.  The README shows the GRANTs for a
+-- publishing role and a reading role.
+--
+
+REVOKE ALL ON ALL TABLES IN SCHEMA eventhub FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA eventhub FROM PUBLIC;
