@@ -6,7 +6,7 @@
 
 PG_CONFIG=${PG_CONFIG:-$(command -v /usr/lib/postgresql/15/bin/pg_config || command -v pg_config)}
 PG_BINDIR=$("$PG_CONFIG" --bindir)
-PGXS_DIR=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
+PGXS_DIR=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
 
 # cluster_start DIR [CONF]: initdb into DIR/data, append CONF (a file of
 # postgresql.conf lines) and start.  Exports PGHOST, PGPORT and PGDATA.

@@ -5,6 +5,13 @@
 
 \echo Use "CREATE EXTENSION eventhub" to load this file. \quit
 
+-- The schema belongs to the extension: DROP EXTENSION removes it, and a
+-- schema of that name that someone created beforehand (and so could own)
+-- makes CREATE EXTENSION fail instead of being used.  That is why the control
+-- file names pg_catalog, as pg_cron does, rather than "eventhub".
+CREATE SCHEMA eventhub;
+COMMENT ON SCHEMA eventhub IS 'eventhub: ordered, exactly-once configuration change events.';
+
 --
 -- Tables
 --
@@ -112,9 +119,15 @@ DECLARE
     returned integer := 0;
     ev       eventhub.events;
 BEGIN
-    IF organization_id IS NULL OR after_revision IS NULL OR max_events IS NULL THEN
-        RAISE EXCEPTION 'organization_id, after_revision and max_events must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
+    IF organization_id IS NULL THEN
+        RAISE EXCEPTION 'organization_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF after_revision IS NULL THEN
+        RAISE EXCEPTION 'after_revision must not be null' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Pass 0 to read an organization from its first kept event.';
+    END IF;
+    IF max_events IS NULL THEN
+        RAISE EXCEPTION 'max_events must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF after_revision < 0 THEN
         RAISE EXCEPTION 'after_revision must not be negative'
@@ -207,9 +220,13 @@ AS $$
 DECLARE
     deleted bigint;
 BEGIN
-    IF organization_id IS NULL OR from_ts IS NULL OR to_ts IS NULL THEN
-        RAISE EXCEPTION 'organization_id, from_ts and to_ts must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
+    IF organization_id IS NULL THEN
+        RAISE EXCEPTION 'organization_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF from_ts IS NULL OR to_ts IS NULL THEN
+        RAISE EXCEPTION '% must not be null', CASE WHEN from_ts IS NULL THEN 'from_ts' ELSE 'to_ts' END
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Use ''-infinity'' or ''infinity'' for an open end.';
     END IF;
     IF from_ts > to_ts THEN
         RAISE EXCEPTION 'from_ts must not be later than to_ts'

@@ -1,0 +1,35 @@
+-- cleanup_events: deletes by age across organizations or by range in one,
+-- returns the count, and never touches organization_states.
+CREATE EXTENSION eventhub;
+SELECT count(eventhub.publish_event(o, 'API', 'UPDATE', 'api-' || i, NULL, '{}'))
+  FROM unnest(ARRAY['acme', 'globex', 'initech']) o, generate_series(1, 4) i;
+-- Revision r of every organization is (4 - r) days older than t0.
+SELECT now() AS t0 \gset
+UPDATE eventhub.events SET processed_timestamp = :'t0'::timestamptz - (4 - revision) * interval '1 day';
+CREATE TEMP TABLE states_before AS SELECT * FROM eventhub.organization_states;
+
+-- Strictly older than the cutoff: revisions 1 and 2 of every organization.
+SELECT eventhub.cleanup_events(:'t0'::timestamptz - interval '36 hours');
+SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
+  FROM eventhub.events GROUP BY 1 ORDER BY 1;
+-- Nothing left to delete at the same cutoff.
+SELECT eventhub.cleanup_events(:'t0'::timestamptz - interval '36 hours');
+
+-- The range form touches one organization, [from_ts, to_ts): revision 3 is
+-- exactly at from_ts and goes, revision 4 is exactly at to_ts and stays.
+SELECT eventhub.cleanup_events('globex', :'t0'::timestamptz - interval '1 day', :'t0');
+SELECT eventhub.cleanup_events('nobody', '-infinity', 'infinity');
+SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
+  FROM eventhub.events GROUP BY 1 ORDER BY 1;
+
+-- organization_states is exactly as before.
+SELECT count(*) AS changed_states
+  FROM (SELECT * FROM eventhub.organization_states
+        EXCEPT SELECT * FROM states_before) d;
+
+-- Everything.
+SELECT eventhub.cleanup_events('infinity');
+SELECT count(*) AS events FROM eventhub.events;
+SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+
+DROP EXTENSION eventhub;

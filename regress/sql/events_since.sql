@@ -1,0 +1,72 @@
+-- events_since: the read cursor, batches, and the resync signals.
+CREATE EXTENSION eventhub;
+SELECT eventhub.publish_event('acme', 'API', CASE WHEN i = 1 THEN 'CREATE' ELSE 'UPDATE' END,
+                              'api-1', 'c-' || i, jsonb_build_object('v', i))
+  FROM generate_series(1, 7) i;
+SELECT eventhub.publish_event('globex', 'API', 'CREATE', 'api-1', 'g-1', '{}');
+
+-- From 0: everything, in revision order, with every column.
+SELECT organization_id, revision, action, entity_id, correlation_id, event_data
+  FROM eventhub.events_since('acme', 0);
+SELECT e IS NOT DISTINCT FROM x AS same_rows
+  FROM eventhub.events_since('acme', 0) x
+  JOIN eventhub.events e USING (organization_id, revision)
+ LIMIT 1;
+
+-- Batches: a reader that advances its cursor sees every event exactly once.
+SELECT revision FROM eventhub.events_since('acme', 0, 3);
+SELECT revision FROM eventhub.events_since('acme', 3, 3);
+SELECT revision FROM eventhub.events_since('acme', 6, 3);
+-- At the head: nothing, not an error.
+SELECT count(*) FROM eventhub.events_since('acme', 7);
+-- Only the named organization.
+SELECT organization_id, revision FROM eventhub.events_since('globex', 0);
+-- An organization nobody published to has head 0.
+SELECT count(*) FROM eventhub.events_since('nobody', 0);
+SELECT eventhub.register_organization('registered') IS NOT NULL;
+SELECT count(*) FROM eventhub.events_since('registered', 0);
+
+-- A cursor above the head: the reader has seen history this database does
+-- not have (EH002).
+SELECT * FROM eventhub.events_since('acme', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.events_since('nobody', 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Retention removed events the reader has not seen: EH001, never a gap.
+-- Revisions 1-3 are made old and cleaned up.
+UPDATE eventhub.events SET processed_timestamp = processed_timestamp - interval '2 days'
+ WHERE organization_id = 'acme' AND revision <= 3;
+SELECT eventhub.cleanup_events(now() - interval '1 day');
+SELECT * FROM eventhub.events_since('acme', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.events_since('acme', 2);
+\echo :LAST_ERROR_SQLSTATE
+-- A cursor at the edge of the kept history keeps working.
+SELECT revision FROM eventhub.events_since('acme', 3);
+SELECT revision FROM eventhub.events_since('acme', 5, 1);
+
+-- A hole in the middle (a range cleanup) is detected too, whether the batch
+-- would start at it or run into it.
+UPDATE eventhub.events SET processed_timestamp = '2001-01-01'
+ WHERE organization_id = 'acme' AND revision = 5;
+SELECT eventhub.cleanup_events('acme', '2000-01-01', '2002-01-01');
+SELECT revision FROM eventhub.events_since('acme', 3, 1);
+SELECT * FROM eventhub.events_since('acme', 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.events_since('acme', 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT revision FROM eventhub.events_since('acme', 5);
+
+-- Everything after the cursor removed: EH001, not an empty answer.
+SELECT eventhub.cleanup_events(now() + interval '1 hour');
+SELECT * FROM eventhub.events_since('acme', 6);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM eventhub.events_since('acme', 7);
+-- Retention never touches the head or version of an organization.
+SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+-- Publishing continues from the head.
+SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
+SELECT revision FROM eventhub.events_since('acme', 7);
+
+DROP EXTENSION eventhub;

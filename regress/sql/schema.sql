@@ -1,0 +1,61 @@
+-- The installed objects, their comments and privileges, and a clean uninstall.
+CREATE EXTENSION eventhub;
+
+SELECT extname, extversion, extrelocatable, extnamespace::regnamespace
+  FROM pg_extension WHERE extname = 'eventhub';
+
+\dx+ eventhub
+\d eventhub.organization_states
+\d eventhub.events
+
+-- Every table, column and function of the extension has a comment.
+SELECT c.oid::regclass AS uncommented_table
+  FROM pg_class c
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+   AND obj_description(c.oid, 'pg_class') IS NULL;
+SELECT a.attrelid::regclass, a.attname AS uncommented_column
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+   AND a.attnum > 0 AND NOT a.attisdropped
+   AND col_description(a.attrelid, a.attnum) IS NULL;
+SELECT p.oid::regprocedure AS uncommented_function
+  FROM pg_proc p
+ WHERE p.pronamespace = 'eventhub'::regnamespace
+   AND obj_description(p.oid, 'pg_proc') IS NULL;
+
+-- Nothing is granted to PUBLIC: no function is executable and no table
+-- readable without a GRANT.
+SELECT p.oid::regprocedure AS public_function
+  FROM pg_proc p
+ WHERE p.pronamespace = 'eventhub'::regnamespace
+   AND (p.proacl IS NULL
+        OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0));
+SELECT c.oid::regclass AS public_table
+  FROM pg_class c
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+   AND EXISTS (SELECT FROM aclexplode(c.relacl) a WHERE a.grantee = 0);
+
+-- Every function that runs SQL pins its search_path; the ones that write
+-- are SECURITY DEFINER.
+SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer,
+       p.provolatile AS volatility, p.proconfig
+  FROM pg_proc p
+ WHERE p.pronamespace = 'eventhub'::regnamespace
+ ORDER BY p.oid::regprocedure::text;
+
+-- The NOTIFY trigger is in place.
+SELECT tgname, tgrelid::regclass, tgenabled
+  FROM pg_trigger WHERE tgrelid = 'eventhub.events'::regclass AND NOT tgisinternal;
+
+-- The data tables are dumped by pg_dump.
+SELECT extconfig::regclass[] FROM pg_extension WHERE extname = 'eventhub';
+
+-- Uninstalling leaves nothing behind.
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-1', NULL, '{}');
+DROP EXTENSION eventhub;
+SELECT count(*) AS leftover_schemas FROM pg_namespace WHERE nspname = 'eventhub';
+
+-- Reinstalling in the same session works: cached plans follow the new tables.
+CREATE EXTENSION eventhub;
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-1', NULL, '{}');
+DROP EXTENSION eventhub;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# make demo: install what is missing, build and install the extension, then
+# run the demo (scripts/demo-run.sh) on a throwaway cluster as an
+# unprivileged user, and clean up after it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+make -s
+make -s install >/dev/null
+
+work=$(mktemp -d /tmp/eventhub-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cp -r scripts regress "$work/"
+chmod 755 "$work"
+if [ "$(id -u)" -eq 0 ]; then
+	chown -R postgres: "$work"
+	runuser -u postgres -- bash "$work/scripts/demo-run.sh" "$work"
+else
+	bash "$work/scripts/demo-run.sh" "$work"
+fi
