@@ -53,6 +53,7 @@ cluster_stop "$work/cluster"
 # TAP suites: each file starts its own clusters with regress/eventhub.conf.
 for t in regress/t/*.pl; do
 	[ -e "$t" ] || continue
+	mkdir -p "$work/tap/$(names "$t")"
 	if PATH="$PG_BINDIR:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
 		TESTDIR="$work/tap/$(names "$t")" TEMP_CONFIG="$work/regress/eventhub.conf" \
 		EVENTHUB_WORK="$work" prove -I "$PGXS_DIR/src/test/perl" "$t"; then

@@ -1,0 +1,528 @@
+# 001_notify.pl: the NOTIFY that announces every published event.
+#
+# Every row eventhub.publish_event() inserts into eventhub.events fires the
+# C trigger eventhub.notify_event(), which sends NOTIFY on channel
+# "eventhub" with the payload
+#     {"organization_id": "<JSON-escaped id>", "revision": N, "version_id": "<uuid>"}
+# This test drives real psql sessions that LISTEN, reads the notifications
+# psql prints, and checks that they
+#   - carry exactly those three keys, with the values of the event row;
+#   - escape awkward organization ids correctly, up to the 1024-byte limit;
+#   - arrive only when the publishing transaction commits, never for a
+#     rolled-back publish or an idempotent replay;
+#   - come one per event, in revision order;
+#   - never carry the event's data.
+#
+# Every "nothing was sent" check is followed by a publish that must be
+# heard, so a session that hears nothing at all cannot pass it.
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('notify');
+# UTF8 so that non-ASCII ids are stored and delivered as UTF-8 bytes.
+$node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+
+my $json = JSON::PP->new->utf8;
+
+#
+# Helpers
+#
+
+# An SQL expression for the text STR (a Perl character string), written as
+# hex so that no byte of it needs quoting.
+sub sql_text
+{
+	my ($str) = @_;
+	my $bytes = $str;
+	utf8::encode($bytes);
+	return "convert_from('\\x" . unpack('H*', $bytes) . "'::bytea, 'UTF8')";
+}
+
+# One-line SELECT that publishes an event of organization ORG with
+# correlation id CORR (a correlation id identifies the event row later).
+sub publish_sql
+{
+	my ($org, $corr, %opt) = @_;
+	return sprintf(
+		"SELECT eventhub.publish_event(%s, %s, %s, %s, %s, %s::jsonb);",
+		sql_text($org),
+		sql_text($opt{event_type} // 'API'),
+		sql_text($opt{action}     // 'UPDATE'),
+		sql_text($opt{entity_id}  // 'entity-1'),
+		sql_text($corr),
+		sql_text($opt{data} // '{}'));
+}
+
+# Runs SCRIPT in one psql session; returns (exit code, stdout, stderr).
+sub run_session
+{
+	my ($script, %opt) = @_;
+	my ($out, $err) = ('', '');
+	my $ret = $node->psql(
+		'postgres', $script,
+		stdout        => \$out,
+		stderr        => \$err,
+		on_error_stop => $opt{on_error_stop} // 1,
+		extra_params  => $opt{extra_params} // [],
+		timeout       => $PostgreSQL::Test::Utils::timeout_default);
+	return ($ret, $out, $err);
+}
+
+# Notifications psql printed in OUT, as hashes {channel, payload, pid, line}
+# in the order printed.  The payload is the raw bytes between the quotes;
+# it may itself contain quotes, so the match is anchored on the text psql
+# prints after it.  A JSON payload has no raw newline, so one notification
+# is one line; a line that mentions a notification but does not parse
+# fails the test.
+sub notifications
+{
+	my ($out, $label) = @_;
+	my @lines = split /\n/, $out, -1;
+	my (@found, $mentions);
+	for my $i (0 .. $#lines)
+	{
+		$mentions++ if $lines[$i] =~ /Asynchronous notification/;
+		next
+		  unless $lines[$i] =~
+		  /^Asynchronous notification "([^"]*)" with payload "(.*)" received from server process with PID (\d+)\.$/;
+		push @found, { channel => $1, payload => $2, pid => $3, line => $i };
+	}
+	is(scalar(@found), $mentions // 0,
+		"$label: every notification psql printed parses");
+	return @found;
+}
+
+# Lines of OUT that are not notifications (query results and echo).
+sub other_lines
+{
+	my ($out) = @_;
+	return grep { !/^Asynchronous notification / } split /\n/, $out;
+}
+
+my $uuid_re = qr/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+
+# Checks channel and shape of notification N and returns its decoded payload.
+# The shape: exactly the documented keys in the documented order, the id a
+# JSON string with no raw control character, the revision a bare integer,
+# the version id a lower-case UUID string.
+sub decode_payload
+{
+	my ($n, $label) = @_;
+	is($n->{channel}, 'eventhub', "$label: channel is eventhub");
+	like(
+		$n->{payload},
+		qr/^\{"organization_id": "(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*", "revision": [1-9][0-9]*, "version_id": "$uuid_re"\}$/,
+		"$label: payload has the documented form");
+	my $obj = eval { $json->decode($n->{payload}) };
+	is(ref($obj), 'HASH', "$label: payload parses as a JSON object")
+	  or diag("JSON error: $@");
+	$obj = {} unless ref($obj) eq 'HASH';
+	is_deeply(
+		[ sort keys %$obj ],
+		[qw(organization_id revision version_id)],
+		"$label: payload has exactly organization_id, revision, version_id");
+	return $obj;
+}
+
+# The event with correlation id CORR and its organization's state, as
+# {revision, version_id, org_hex, state_revision, state_version_id}, or
+# undef if there is no such event.  org_hex is the id's UTF-8 bytes in hex.
+sub event_row
+{
+	my ($corr) = @_;
+	my $r = $node->safe_psql(
+		'postgres', sprintf(
+			"SELECT e.revision, e.version_id,"
+			  . " encode(convert_to(e.organization_id, 'UTF8'), 'hex'),"
+			  . " s.revision, s.version_id"
+			  . " FROM eventhub.events e"
+			  . " JOIN eventhub.organization_states s ON s.organization = e.organization_id"
+			  . " WHERE e.correlation_id = %s",
+			sql_text($corr)));
+	return undef if $r eq '';
+	my @f = split /\|/, $r;
+	return {
+		revision         => $f[0],
+		version_id       => $f[1],
+		org_hex          => $f[2],
+		state_revision   => $f[3],
+		state_version_id => $f[4],
+	};
+}
+
+sub hex_of
+{
+	my ($str) = @_;
+	my $bytes = $str;
+	utf8::encode($bytes);
+	return unpack('H*', $bytes);
+}
+
+# Checks that notification N announces exactly the event with correlation id
+# CORR of organization ORG; with head => 1 also that the event is its
+# organization's head (organization_states agrees).  Returns the payload.
+sub check_event_notification
+{
+	my ($n, $org, $corr, $label, %opt) = @_;
+	my $p   = decode_payload($n, $label);
+	my $row = event_row($corr);
+	ok(defined $row, "$label: the event is in eventhub.events")
+	  or return $p;
+	is($p->{organization_id}, $org,
+		"$label: organization_id decodes to the exact id");
+	is(hex_of($p->{organization_id} // ''),
+		$row->{org_hex}, "$label: organization_id equals the row's, byte for byte");
+	is($p->{revision}, $row->{revision},
+		"$label: revision equals the row's");
+	is($p->{version_id}, $row->{version_id},
+		"$label: version_id equals the row's");
+	if ($opt{head})
+	{
+		is($p->{revision}, $row->{state_revision},
+			"$label: revision equals organization_states.revision");
+		is($p->{version_id}, $row->{state_version_id},
+			"$label: version_id equals organization_states.version_id");
+	}
+	return $p;
+}
+
+sub count_events
+{
+	my ($where) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM eventhub.events WHERE $where");
+}
+
+#
+# 1. A published event is announced with the values of its row.
+#
+{
+	my ($ret, $out, $err) = run_session(join "\n",
+		'LISTEN eventhub;',
+		publish_sql('org-basic', 'basic-1'),
+		'SELECT pg_backend_pid();');
+	is($ret, 0, 'basic: session succeeded') or diag($err);
+	my @n = notifications($out, 'basic');
+	is(scalar(@n), 1, 'basic: one notification');
+	my ($revision, $pid) = other_lines($out);
+	is($revision, 1, 'basic: publish_event returned revision 1');
+	if (@n)
+	{
+		my $p = check_event_notification($n[0], 'org-basic', 'basic-1',
+			'basic', head => 1);
+		is($p->{revision}, $revision,
+			'basic: revision equals what publish_event returned');
+		is($n[0]{pid}, $pid, 'basic: sent by the publishing backend');
+		unlike($n[0]{payload}, qr/"revision": "/,
+			'basic: revision is a JSON number, not a string');
+	}
+}
+
+#
+# 2. Awkward organization ids are JSON-escaped and decode back exactly.
+#
+# 1024 bytes of control characters that each need six bytes of escaping
+# (\u00XX): every one from \x01 to \x1f except \b, \t, \n, \f and \r, which
+# have two-byte escapes.
+my @six_byte_controls = grep { !/[\b\t\n\f\r]/ } map { chr } 1 .. 31;
+my $worst_id = join '',
+  map { $six_byte_controls[ $_ % @six_byte_controls ] } 0 .. 1023;
+{
+	my @ids = (
+		[ 'double quotes',    'org"with"quotes"' ],
+		[ 'backslash',        'org\\with\\backslash\\' ],
+		[ 'newline',          "org\nwith\nnewline\n" ],
+		[ 'tab',              "org\twith\ttab" ],
+		[ 'control \\x01',    "org\x01ctl" ],
+		[ 'non-ASCII e-acute', "caf\x{e9}" ],
+		[ 'emoji',            "org-\x{1F600}-emoji" ],
+		[
+			'everything at once',
+			"\"\\/\b\f\n\r\t\x01\x1f\x7f \\u0041 \x{e9}\x{1F600}\"{}: ,"
+		],
+		[ '1024 bytes of controls', $worst_id ],
+		[ '1024 bytes of 2-byte UTF-8', "\x{e9}" x 512 ],
+	);
+	is(length($worst_id), 1024, 'worst-case id is 1024 bytes');
+
+	my $i = 0;
+	my $script = join "\n", 'LISTEN eventhub;',
+	  map { publish_sql($_->[1], 'awkward-' . $i++) } @ids;
+	my ($ret, $out, $err) = run_session($script);
+	is($ret, 0, 'awkward ids: every publish succeeded') or diag($err);
+	my @n = notifications($out, 'awkward ids');
+	is(scalar(@n), scalar(@ids), 'awkward ids: one notification per publish');
+
+	for my $k (0 .. $#ids)
+	{
+		my ($label, $id) = @{ $ids[$k] };
+		next unless $n[$k];
+		check_event_notification($n[$k], $id, "awkward-$k", "id with $label",
+			head => 1);
+		cmp_ok(length($n[$k]{payload}), '<', 8000,
+			"id with $label: payload is under 8000 bytes");
+	}
+	my ($worst_at) = grep { $ids[$_][1] eq $worst_id } 0 .. $#ids;
+	if (my $w = $n[$worst_at])
+	{
+		# Each of the 1024 bytes escaped as \u00XX: 6144 bytes of id.
+		my ($escaped) = $w->{payload} =~ /^\{"organization_id": "(.*?)", "revision"/;
+		is(length($escaped // ''), 6 * 1024,
+			'1024 control bytes: escaped as 6144 bytes of \\u00XX');
+		note('worst-case payload is ' . length($w->{payload}) . ' bytes');
+	}
+}
+
+#
+# 3. An id of 1025 bytes is refused and announces nothing.
+#
+{
+	my $long_ascii = 'x' x 1025;
+	my $long_utf8  = ("\x{e9}" x 512) . 'x';    # 513 characters, 1025 bytes
+	my ($ret, $out, $err) = run_session(
+		join("\n",
+			'LISTEN eventhub;',
+			publish_sql($long_ascii, 'too-long-ascii'),
+			publish_sql($long_utf8,  'too-long-utf8'),
+			publish_sql("\x01" x 1025, 'too-long-ctl'),
+			publish_sql('org-after-too-long', 'after-too-long')),
+		on_error_stop => 0);
+	my @errors = $err =~ /ERROR:  organization_id is too long/g;
+	is(scalar(@errors), 3, '1025-byte ids: all three publishes refused')
+	  or diag($err);
+	like($err, qr/The value is 1025 bytes long; the limit is 1024 bytes\./,
+		'1025-byte ids: the error says which limit');
+	is(count_events("correlation_id LIKE 'too-long-%'"),
+		0, '1025-byte ids: no event stored');
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*) FROM eventhub.organization_states WHERE octet_length(organization) > 1024"
+		),
+		0,
+		'1025-byte ids: no organization registered');
+	my @n = notifications($out, '1025-byte ids');
+	is(scalar(@n), 1, '1025-byte ids: only the following publish is announced');
+	check_event_notification($n[0], 'org-after-too-long', 'after-too-long',
+		'publish after 1025-byte ids')
+	  if @n;
+}
+
+#
+# 4. Delivered only on commit: with every input line echoed, the
+# notification comes right after COMMIT, not after the publish.
+#
+{
+	my $script = join "\n",
+	  'LISTEN eventhub;',
+	  'BEGIN;',
+	  "SELECT eventhub.publish_event('org-commit', 'API', 'CREATE', 'e-1', 'commit-1', '{}');",
+	  'SELECT 1;',
+	  'COMMIT;',
+	  'SELECT 2;';
+	my ($ret, $out, $err) =
+	  run_session($script, extra_params => ['--echo-all']);
+	is($ret, 0, 'commit: session succeeded') or diag($err);
+	my @n = notifications($out, 'commit');
+	is(scalar(@n), 1, 'commit: one notification');
+	my @lines = split /\n/, $out, -1;
+	my ($publish_at) = grep { $lines[$_] =~ /^SELECT eventhub\.publish_event/ } 0 .. $#lines;
+	my ($select1_at) = grep { $lines[$_] eq 'SELECT 1;' } 0 .. $#lines;
+	my ($commit_at)  = grep { $lines[$_] eq 'COMMIT;' } 0 .. $#lines;
+	my ($select2_at) = grep { $lines[$_] eq 'SELECT 2;' } 0 .. $#lines;
+	ok( defined $publish_at
+		  && defined $select1_at
+		  && defined $commit_at
+		  && defined $select2_at,
+		'commit: psql echoed the script')
+	  or diag($out);
+	if (@n && defined $commit_at && defined $select2_at)
+	{
+		cmp_ok($n[0]{line}, '>', $select1_at,
+			'commit: nothing was heard before COMMIT (not after the publish, not after SELECT 1)');
+		cmp_ok($n[0]{line}, '>', $commit_at,
+			'commit: the notification comes after COMMIT');
+		cmp_ok($n[0]{line}, '<', $select2_at,
+			'commit: the notification comes with COMMIT, before the next query');
+		check_event_notification($n[0], 'org-commit', 'commit-1', 'commit',
+			head => 1);
+	}
+}
+
+# The same across sessions: a listener polling while the publisher's
+# transaction is open hears nothing until the publisher commits.
+{
+	my $listener  = $node->background_psql('postgres');
+	my $publisher = $node->background_psql('postgres');
+	$listener->query_safe('LISTEN eventhub');
+	$publisher->query_safe('BEGIN');
+	$publisher->query_safe(publish_sql('org-cross', 'cross-1'));
+	my $before = $listener->query_safe('SELECT 1');
+	is(scalar(notifications($before, 'cross-session, open')),
+		0, 'cross-session: nothing heard while the transaction is open');
+	$publisher->query_safe('COMMIT');
+	my $after = $listener->query_safe('SELECT 1');
+	my @n     = notifications($after, 'cross-session, committed');
+	is(scalar(@n), 1, 'cross-session: heard once the publisher committed');
+	check_event_notification($n[0], 'org-cross', 'cross-1', 'cross-session',
+		head => 1)
+	  if @n;
+	$publisher->quit;
+	$listener->quit;
+}
+
+#
+# 5. Rolled-back publishes announce nothing.
+#
+{
+	my ($ret, $out, $err) = run_session(
+		join "\n",
+		'LISTEN eventhub;',
+		# whole transaction rolled back
+		'BEGIN;',
+		publish_sql('org-rolled-back', 'rb-1'),
+		'ROLLBACK;',
+		# one publish kept, one rolled back to a savepoint
+		'BEGIN;',
+		publish_sql('org-sp-kept', 'sp-kept'),
+		'SAVEPOINT s1;',
+		publish_sql('org-sp-dropped', 'sp-dropped'),
+		publish_sql('org-sp-kept', 'sp-kept-dropped'),
+		'ROLLBACK TO SAVEPOINT s1;',
+		'COMMIT;',
+		# only a rolled-back savepoint in a committed transaction
+		'BEGIN;',
+		'SAVEPOINT s2;',
+		publish_sql('org-sp-only', 'sp-only'),
+		'ROLLBACK TO SAVEPOINT s2;',
+		'COMMIT;',
+		# the sentinel that must be heard
+		publish_sql('org-rollback-sentinel', 'rb-sentinel'));
+	is($ret, 0, 'rollback: session succeeded') or diag($err);
+	is(count_events(
+			"correlation_id IN ('rb-1', 'sp-dropped', 'sp-kept-dropped', 'sp-only')"),
+		0, 'rollback: rolled-back events are not stored');
+	my @n = notifications($out, 'rollback');
+	is(scalar(@n), 2,
+		'rollback: only the kept publish and the sentinel are announced');
+	check_event_notification($n[0], 'org-sp-kept', 'sp-kept',
+		'publish kept beside a rolled-back savepoint', head => 1)
+	  if @n >= 1;
+	check_event_notification($n[1], 'org-rollback-sentinel', 'rb-sentinel',
+		'publish after the rollbacks')
+	  if @n >= 2;
+	unlike(join("\n", map { $_->{payload} } @n),
+		qr/org-rolled-back|org-sp-dropped|org-sp-only/,
+		'rollback: no rolled-back organization is announced');
+}
+
+#
+# 6. An idempotent replay returns the original revision and announces
+# nothing.
+#
+{
+	my @args = ('org-idem', 'idem-1', data => '{"k": [1, 2]}');
+	my ($ret, $out, $err) = run_session(
+		join "\n",
+		'LISTEN eventhub;',
+		publish_sql(@args),
+		publish_sql(@args),
+		'BEGIN;',
+		publish_sql(@args),
+		'COMMIT;',
+		publish_sql('org-idem', 'idem-2'));
+	is($ret, 0, 'replay: session succeeded') or diag($err);
+	is_deeply([ other_lines($out) ],
+		[ 1, 1, 1, 2 ], 'replay: returns the original revision, nothing new');
+	is(count_events("organization_id = 'org-idem'"),
+		2, 'replay: stores no second copy');
+	my @n = notifications($out, 'replay');
+	is(scalar(@n), 2, 'replay: only the original and the next publish are announced');
+	check_event_notification($n[0], 'org-idem', 'idem-1', 'original of replay')
+	  if @n >= 1;
+	check_event_notification($n[1], 'org-idem', 'idem-2',
+		'publish after replay', head => 1)
+	  if @n >= 2;
+}
+
+#
+# 7. Several publishes in one transaction: one notification each, in
+# revision order, all at commit.
+#
+{
+	my @events = (
+		[ 'org-multi', 'multi-1' ],
+		[ 'org-multi', 'multi-2' ],
+		[ 'org-multi-other', 'multi-other-1' ],
+		[ 'org-multi', 'multi-3' ],
+		[ 'org-multi', 'multi-4' ],);
+	my ($ret, $out, $err) = run_session(
+		join "\n",
+		'LISTEN eventhub;',
+		'BEGIN;',
+		(map { publish_sql(@$_) } @events),
+		'COMMIT;');
+	is($ret, 0, 'one transaction: session succeeded') or diag($err);
+	my @n = notifications($out, 'one transaction');
+	is(scalar(@n), scalar(@events),
+		'one transaction: one notification per event');
+	my (@payloads, @multi_revisions);
+	for my $k (0 .. $#events)
+	{
+		next unless $n[$k];
+		my ($org, $corr) = @{ $events[$k] };
+		my $p =
+		  check_event_notification($n[$k], $org, $corr, "one transaction, $corr");
+		push @payloads, $p;
+		push @multi_revisions, $p->{revision}
+		  if ($p->{organization_id} // '') eq 'org-multi';
+	}
+	is_deeply(\@multi_revisions, [ 1, 2, 3, 4 ],
+		'one transaction: announced in revision order');
+	my %versions = map { ($_->{version_id} // '') => 1 } @payloads;
+	is(scalar(keys %versions), scalar(@events),
+		'one transaction: every event has its own version_id');
+	my $head = event_row('multi-4');
+	is($payloads[-1]{version_id}, $head->{state_version_id},
+		'one transaction: the last notification has the head version_id');
+}
+
+#
+# 8. The event's data never travels in the payload.
+#
+{
+	my $marker = 'DATA-MARKER-5b1e9c';
+	my ($ret, $out, $err) = run_session(
+		join "\n",
+		'LISTEN eventhub;',
+		publish_sql(
+			'org-data', 'CORRELATION-MARKER-5b1e9c',
+			event_type => 'TYPE-MARKER-5b1e9c',
+			entity_id  => 'ENTITY-MARKER-5b1e9c',
+			data =>
+			  qq({"secret": "$marker", "nested": {"list": ["$marker"]}, "$marker": 1})));
+	is($ret, 0, 'data: session succeeded') or diag($err);
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT event_data::text LIKE '%$marker%' FROM eventhub.events"
+			  . " WHERE correlation_id = 'CORRELATION-MARKER-5b1e9c'"),
+		't',
+		'data: the marker is in the stored event_data');
+	my @n = notifications($out, 'data');
+	is(scalar(@n), 1, 'data: one notification');
+	check_event_notification($n[0], 'org-data', 'CORRELATION-MARKER-5b1e9c',
+		'data', head => 1)
+	  if @n;
+	unlike($out, qr/MARKER/,
+		'data: neither event_data nor other event fields appear in anything the listener received');
+}
+
+$node->stop;
+done_testing();
