@@ -10,7 +10,9 @@ MODULE_big = eventhub
 OBJS = \
 	extension/eventhub.o \
 	extension/notify.o \
-	extension/publish.o
+	extension/publish.o \
+	extension/retention.o \
+	extension/worker.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

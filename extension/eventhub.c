@@ -1,29 +1,89 @@
 /*
  * eventhub.c
- *	  Module entry point of the eventhub extension.
+ *	  Module entry point of the eventhub extension: settings and the
+ *	  background worker's registration.
  *
- * The SQL-callable functions live in publish.c (writing) and notify.c (the
- * NOTIFY trigger); this file only holds what runs when the library loads.
+ * The SQL-callable functions live in publish.c (writing), notify.c (the
+ * NOTIFY trigger) and retention.c (cleanup); the worker in worker.c.
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "eventhub.h"
 
 PG_MODULE_MAGIC;
 
+char	   *eventhub_database = NULL;
+int			eventhub_retention = 3600;
+int			eventhub_maintenance_interval = 60000;
+int			eventhub_cleanup_batch_size = 10000;
+
 /*
- * Library load: reserve the "eventhub." configuration prefix so that a
- * misspelt setting is reported instead of silently ignored.
+ * Defines the eventhub.* settings.
  */
-void
-_PG_init(void)
+static void
+DefineSettings(void)
 {
+	DefineCustomStringVariable("eventhub.database",
+							   "Sets the database the eventhub background worker maintains.",
+							   "The worker waits quietly until CREATE EXTENSION eventhub has run there.",
+							   &eventhub_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.retention",
+							"Sets how long events are kept.",
+							"Retention deletes events whose processed_timestamp is older than this.",
+							&eventhub_retention,
+							3600,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.maintenance_interval",
+							"Sets the time between two maintenance cycles of the background worker.",
+							NULL,
+							&eventhub_maintenance_interval,
+							60000,
+							10, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.cleanup_batch_size",
+							"Sets the most events one retention transaction deletes.",
+							"Each batch commits on its own, so that a publisher never waits long behind retention.",
+							&eventhub_cleanup_batch_size,
+							10000,
+							1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("eventhub");
 #else
 	EmitWarningsOnPlaceholders("eventhub");
 #endif
+}
+
+/*
+ * Library load.  Every SQL function works without preloading; only the
+ * background worker needs shared_preload_libraries = 'eventhub'.
+ */
+void
+_PG_init(void)
+{
+	DefineSettings();
+
+	if (process_shared_preload_libraries_in_progress)
+		EventhubRegisterWorker();
 }

@@ -5,6 +5,8 @@
 #ifndef EVENTHUB_H
 #define EVENTHUB_H
 
+#include "datatype/timestamp.h"
+
 /* Channel that every published event is announced on. */
 #define EVENTHUB_CHANNEL "eventhub"
 
@@ -17,7 +19,19 @@
  */
 #define EVENTHUB_MAX_ID_BYTES 1024
 
-/* eventhub.c */
+/* eventhub.c: settings */
+extern char *eventhub_database;
+extern int	eventhub_retention;			/* seconds */
+extern int	eventhub_maintenance_interval;	/* milliseconds */
+extern int	eventhub_cleanup_batch_size;
 extern void _PG_init(void);
+
+/* retention.c */
+extern int64 EventhubDeleteExpiredBatch(TimestampTz cutoff, int batch_size);
+extern TimestampTz EventhubRetentionCutoff(void);
+
+/* worker.c */
+extern void EventhubRegisterWorker(void);
+extern PGDLLEXPORT void eventhub_worker_main(Datum main_arg);
 
 #endif							/* EVENTHUB_H */

@@ -245,6 +245,15 @@ $$;
 COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
 'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE EH001.';
 
+CREATE FUNCTION eventhub.run_maintenance()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'run_maintenance'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.run_maintenance() IS
+'Runs one maintenance cycle now, in the caller''s transaction: deletes the events older than eventhub.retention and returns how many. For servers without the background worker.';
+
 --
 -- Notification
 --
