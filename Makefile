@@ -1,5 +1,5 @@
-# eventhub: PGXS build of the server extension, plus the test and demo
-# drivers.  `make test` and `make demo` install what they need first, so they
+# eventhub: PGXS build of the server extension, the client library and CLI
+# (client/), and the test and demo drivers.  `make test` and `make demo` install what they need first, so they
 # must work before PostgreSQL's server headers are on the machine; the PGXS
 # include below is therefore conditional.
 
@@ -46,6 +46,18 @@ include $(PGXS)
 
 $(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
 	cp $< $@
+
+# The client library and CLI (client/) build and install with the extension.
+.PHONY: client client-install client-clean
+all: client
+install: client-install
+clean: client-clean
+client:
+	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG)
+client-install:
+	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) install
+client-clean:
+	$(MAKE) -C client clean
 else
 all install installcheck:
 	@echo "PostgreSQL server headers not found (PG_CONFIG=$(PG_CONFIG))." >&2

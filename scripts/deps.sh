@@ -3,7 +3,7 @@
 # they are missing.  Needs root only when something is missing.
 set -euo pipefail
 
-packages=(make gcc postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl)
+packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind)
 
 missing=()
 for p in "${packages[@]}"; do

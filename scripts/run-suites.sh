@@ -22,6 +22,18 @@ count() {
 names() { for f in "$@"; do basename "${f%.*}"; done; }
 
 mkdir -p out
+
+# Client unit tests (payload parser, options): no server needed.
+if [ -x client/test_unit ]; then
+	client/test_unit >out/unit.log 2>&1
+	status=$?
+	cat out/unit.log
+	count out/unit.log
+	if [ $status -ne 0 ] && ! grep -q '^not ok ' out/unit.log; then
+		failed=$((failed + 1))
+	fi
+fi
+
 trap 'cluster_stop "$work/cluster"' EXIT
 if ! cluster_start "$work/cluster" regress/eventhub.conf; then
 	echo "tests: 0 passed, 1 failed"

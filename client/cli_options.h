@@ -1,0 +1,58 @@
+/*
+ * cli_options.h: command-line parsing of the eventhub tool, kept apart from
+ * its I/O so that the unit tests can drive it.
+ */
+#ifndef EVENTHUB_CLI_OPTIONS_H
+#define EVENTHUB_CLI_OPTIONS_H
+
+#include <stdint.h>
+
+#define CLI_MAX_ORGS 1024
+
+typedef enum cli_command
+{
+	CMD_NONE = 0,
+	CMD_PUBLISH,
+	CMD_WATCH,
+	CMD_STATUS,
+	CMD_CLEANUP
+} cli_command;
+
+typedef struct cli_options
+{
+	cli_command command;
+	int			help;			/* --help given: print the command's usage */
+	const char *conninfo;		/* -d; NULL: libpq's environment */
+
+	/* publish */
+	const char *org;
+	const char *type;
+	const char *action;
+	const char *entity;
+	const char *correlation_id;
+	const char *data;
+
+	/* watch (orgs also for status, where at most one is allowed) */
+	const char *orgs[CLI_MAX_ORGS];
+	int			norgs;
+	int64_t		after;			/* -1: from the head */
+	int64_t		count;			/* 0: no limit */
+	double		timeout_s;		/* < 0: none */
+	int			poll_interval_ms;	/* 0: library default */
+	int			no_listen;
+
+	/* cleanup */
+	const char *older_than;
+} cli_options;
+
+/*
+ * Parses argv (argv[0] is the program, argv[1] the command) into *opts.
+ * Returns 0 on success; otherwise -1 with a message for the user in err.
+ * Strings in *opts point into argv.
+ */
+int			cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen);
+
+/* Usage text of a command (CMD_NONE: the overview). */
+const char *cli_usage(cli_command command);
+
+#endif							/* EVENTHUB_CLI_OPTIONS_H */

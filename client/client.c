@@ -1,0 +1,993 @@
+/*
+ * client.c: libeventhub, following organizations over one libpq connection.
+ *
+ * The cursor of a subscription is the revision of the last event handed to
+ * the application.  Everything else is a hint of where to look: a
+ * notification, a poll of organization_states, a reconnect.  Events are
+ * fetched with eventhub.events_since(organization, cursor), which returns
+ * them gapless and in order or raises EH001/EH002; an event is delivered
+ * only if its revision is cursor + 1, and the cursor then moves to it.  So
+ * nothing is skipped and nothing is delivered twice, whatever the hints do.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "eventhub.h"
+#include "internal.h"
+
+#define DEFAULT_POLL_INTERVAL_MS 5000
+#define DEFAULT_BATCH_SIZE 1000
+#define DEFAULT_BACKOFF_INITIAL_MS 100
+#define DEFAULT_BACKOFF_MAX_MS 30000
+
+/* Fetch query: ISO 8601 UTC timestamps whatever the session's settings. */
+#define FETCH_SQL \
+	"SELECT organization_id, revision, version_id::text," \
+	" to_char(processed_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
+	" to_char(originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
+	" event_type, action, entity_id, correlation_id, event_data::text," \
+	" (extract(epoch FROM clock_timestamp() - processed_timestamp) * 1000)::float8" \
+	" FROM eventhub.events_since($1, $2, $3)"
+
+/*
+ * State query: per subscription, the head revision and version, and the
+ * version of the event at the cursor (to notice rewritten history).
+ */
+#define STATE_SQL \
+	"SELECT s.revision, s.version_id::text, e.version_id::text" \
+	" FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(org, cursor, n)" \
+	" LEFT JOIN eventhub.organization_states s ON s.organization = c.org" \
+	" LEFT JOIN eventhub.events e ON e.organization_id = c.org AND e.revision = c.cursor" \
+	" ORDER BY c.n"
+
+typedef struct eh_sub
+{
+	char	   *org;
+	int64_t		cursor;			/* last delivered revision; -1: waiting for the head */
+	char		version[EH_VERSION_ID_LEN + 1];	/* version_id at the cursor, "" unknown */
+	int			needs_fetch;	/* a newer revision is known to exist */
+	struct eh_sub *next;
+} eh_sub;
+
+struct eh_client
+{
+	char	   *conninfo;
+	PGconn	   *conn;
+	int			ever_connected;
+	int			listen_enabled;
+	int			listening;
+	int			listen_failure_logged;
+
+	int			poll_interval_ms;
+	int			batch_size;
+	int			backoff_initial_ms;
+	int			backoff_max_ms;
+	int			backoff_ms;
+	int64_t		next_poll_at;	/* monotonic ms; 0: now */
+	int64_t		reconnect_at;	/* monotonic ms */
+
+	eh_sub	   *subs;
+	int			stop;			/* the event callback asked to stop */
+
+	eh_event_cb event_cb;
+	void	   *event_arg;
+	eh_resync_cb resync_cb;
+	void	   *resync_arg;
+	eh_log_cb	log_cb;
+	void	   *log_arg;
+
+	eh_stats	stats;
+	uint64_t	rng;
+	char		errmsg[1024];
+	char		sqlstate[6];
+};
+
+/* Monotonic clock in milliseconds. */
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* xorshift64*, per client: jitter needs no global state and no quality. */
+static double
+random_unit(eh_client *c)
+{
+	c->rng ^= c->rng >> 12;
+	c->rng ^= c->rng << 25;
+	c->rng ^= c->rng >> 27;
+	return (double) ((c->rng * 2685821657736338717ULL) >> 11) / (double) (1ULL << 53);
+}
+
+static void set_error(eh_client *c, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+static void log_msg(eh_client *c, eh_log_level level, const char *fmt,...) __attribute__((format(printf, 3, 4)));
+
+static void
+set_error(eh_client *c, const char *fmt,...)
+{
+	va_list		ap;
+	size_t		len;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	len = strlen(c->errmsg);
+	while (len > 0 && c->errmsg[len - 1] == '\n')
+		c->errmsg[--len] = '\0';
+	c->sqlstate[0] = '\0';
+}
+
+static void
+log_msg(eh_client *c, eh_log_level level, const char *fmt,...)
+{
+	char		buf[1024];
+	va_list		ap;
+	size_t		len;
+
+	if (!c->log_cb)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	len = strlen(buf);
+	while (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	c->log_cb(c, level, buf, c->log_arg);
+}
+
+/* Records a failed result's message and SQLSTATE. */
+static void
+set_result_error(eh_client *c, const PGresult *res, const char *what)
+{
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	if (primary)
+		set_error(c, "%s: %s", what, primary);
+	else
+		set_error(c, "%s: %s", what, c->conn ? PQerrorMessage(c->conn) : "no connection");
+	if (state)
+		snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", state);
+}
+
+static eh_sub *
+find_sub(const eh_client *c, const char *org)
+{
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (strcmp(s->org, org) == 0)
+			return s;
+	return NULL;
+}
+
+/*
+ * Forgets a broken connection and schedules the next attempt, with
+ * exponential backoff and jitter.
+ */
+static void
+connection_lost(eh_client *c)
+{
+	int			wait;
+
+	if (c->conn)
+	{
+		log_msg(c, EH_LOG_WARNING, "connection lost: %s", PQerrorMessage(c->conn));
+		PQfinish(c->conn);
+		c->conn = NULL;
+	}
+	c->listening = 0;
+	wait = (int) (c->backoff_ms * (0.5 + random_unit(c)));
+	c->reconnect_at = now_ms() + wait;
+	log_msg(c, EH_LOG_INFO, "reconnecting in %d ms", wait);
+	c->backoff_ms = c->backoff_ms * 2 > c->backoff_max_ms ? c->backoff_max_ms : c->backoff_ms * 2;
+}
+
+/* Whether a failed request means the connection is gone. */
+static int
+check_connection(eh_client *c)
+{
+	if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
+		return 1;
+	connection_lost(c);
+	return 0;
+}
+
+static void
+schedule_poll(eh_client *c)
+{
+	c->next_poll_at = now_ms() + (int64_t) (c->poll_interval_ms * (0.8 + 0.4 * random_unit(c)));
+}
+
+/* LISTEN on the fresh connection, or fall back to polling only. */
+static void
+start_listening(eh_client *c)
+{
+	PGresult   *res;
+
+	c->listening = 0;
+	if (!c->listen_enabled)
+		return;
+	res = PQexec(c->conn, "LISTEN eventhub");
+	if (PQresultStatus(res) == PGRES_COMMAND_OK)
+		c->listening = 1;
+	else if (PQstatus(c->conn) == CONNECTION_OK && !c->listen_failure_logged)
+	{
+		log_msg(c, EH_LOG_WARNING, "LISTEN is not available on this connection (%s); polling every %d ms instead",
+				PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?
+				PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : PQerrorMessage(c->conn),
+				c->poll_interval_ms);
+		c->listen_failure_logged = 1;
+	}
+	PQclear(res);
+}
+
+int
+eh_connect(eh_client *c)
+{
+	const char *keys[] = {"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+	"connect_timeout", "fallback_application_name", "dbname", NULL};
+	const char *values[] = {"1", "30", "10", "3", "10", "eventhub", c ? c->conninfo : NULL, NULL};
+	PGconn	   *conn;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (c->conn)
+		return EH_OK;
+
+	conn = PQconnectdbParams(keys, values, 1);
+	if (!conn)
+	{
+		set_error(c, "out of memory");
+		return EH_ERR_MEMORY;
+	}
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		set_error(c, "could not connect: %s", PQerrorMessage(conn));
+		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
+		PQfinish(conn);
+		connection_lost(c);
+		return EH_ERR_CONNECTION;
+	}
+	c->conn = conn;
+	if (c->ever_connected)
+	{
+		c->stats.reconnects++;
+		log_msg(c, EH_LOG_INFO, "reconnected");
+	}
+	c->ever_connected = 1;
+	c->backoff_ms = c->backoff_initial_ms;
+	start_listening(c);
+	if (!c->conn || PQstatus(c->conn) != CONNECTION_OK)
+	{
+		set_error(c, "connection lost while starting to listen");
+		connection_lost(c);
+		return EH_ERR_CONNECTION;
+	}
+	/* Catch up every subscription: a notification may have been missed. */
+	c->next_poll_at = 0;
+	return EH_OK;
+}
+
+/*
+ * Tells the application to reload an organization and moves its cursor to
+ * the head.
+ */
+static void
+resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const char *head_version)
+{
+	static const char *const names[] = {"", "history removed", "cursor ahead of the server", "version mismatch"};
+
+	log_msg(c, EH_LOG_WARNING, "organization \"%s\" needs a resync (%s) at revision %lld",
+			s->org, names[reason], (long long) head);
+	c->stats.resyncs++;
+	s->cursor = head;
+	snprintf(s->version, sizeof(s->version), "%s", head_version ? head_version : "");
+	s->needs_fetch = 0;
+	if (c->resync_cb)
+		c->resync_cb(c, s->org, reason, head, c->resync_arg);
+}
+
+/* Appends str to a PostgreSQL array literal in buf, quoted. */
+static int
+append_array_text(char **buf, size_t *len, size_t *cap, const char *str)
+{
+	size_t		need = *len + 2 * strlen(str) + 4;
+
+	if (need > *cap)
+	{
+		size_t		ncap = need * 2;
+		char	   *n = realloc(*buf, ncap);
+
+		if (!n)
+			return -1;
+		*buf = n;
+		*cap = ncap;
+	}
+	if (*len > 1)
+		(*buf)[(*len)++] = ',';
+	(*buf)[(*len)++] = '"';
+	for (const char *p = str; *p; p++)
+	{
+		if (*p == '"' || *p == '\\')
+			(*buf)[(*len)++] = '\\';
+		(*buf)[(*len)++] = *p;
+	}
+	(*buf)[(*len)++] = '"';
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+/*
+ * Checks organization_states for every subscription: starts the ones
+ * waiting for their head, marks the ones behind for fetching, and resyncs
+ * the ones whose history changed under them.
+ */
+static int
+check_state(eh_client *c)
+{
+	size_t		ncap = 64,
+				nlen = 1,
+				rcap,
+				rlen = 1;
+	char	   *names;
+	char	   *revs;
+	int			count = 0;
+	const char *params[2];
+	PGresult   *res;
+	int			row = 0;
+
+	schedule_poll(c);
+	if (!c->subs)
+		return EH_OK;
+
+	for (eh_sub *s = c->subs; s; s = s->next)
+		count++;
+	names = malloc(ncap);
+	rcap = (size_t) count * 22 + 3;
+	revs = malloc(rcap);
+	if (!names || !revs)
+	{
+		free(names);
+		free(revs);
+		set_error(c, "out of memory");
+		return EH_ERR_MEMORY;
+	}
+	names[0] = '{';
+	names[1] = '\0';
+	revs[0] = '{';
+	for (eh_sub *s = c->subs; s; s = s->next)
+	{
+		if (append_array_text(&names, &nlen, &ncap, s->org) != 0)
+		{
+			free(names);
+			free(revs);
+			set_error(c, "out of memory");
+			return EH_ERR_MEMORY;
+		}
+		rlen += (size_t) snprintf(revs + rlen, rcap - rlen, "%s%lld", rlen > 1 ? "," : "",
+								  (long long) (s->cursor > 0 ? s->cursor : 0));
+	}
+	names[nlen++] = '}';
+	names[nlen] = '\0';
+	revs[rlen++] = '}';
+	revs[rlen] = '\0';
+
+	params[0] = names;
+	params[1] = revs;
+	res = PQexecParams(c->conn, STATE_SQL, 2, NULL, params, NULL, NULL, 0);
+	free(names);
+	free(revs);
+	c->stats.polls++;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		set_result_error(c, res, "checking organization_states failed");
+		PQclear(res);
+		if (!check_connection(c))
+			return EH_ERR_CONNECTION;
+		log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
+		return EH_ERR_SERVER;
+	}
+
+	for (eh_sub *s = c->subs; s && row < PQntuples(res); s = s->next, row++)
+	{
+		int			registered = !PQgetisnull(res, row, 0);
+		int64_t		head = registered ? strtoll(PQgetvalue(res, row, 0), NULL, 10) : 0;
+		const char *head_version = registered ? PQgetvalue(res, row, 1) : "";
+		const char *cursor_version = PQgetisnull(res, row, 2) ? NULL : PQgetvalue(res, row, 2);
+
+		if (s->cursor < 0)
+		{
+			s->cursor = head;
+			snprintf(s->version, sizeof(s->version), "%s", head_version);
+			continue;
+		}
+		if (head < s->cursor)
+			resync(c, s, EH_RESYNC_CURSOR_AHEAD, head, head_version);
+		else if (s->version[0] && cursor_version && strcmp(cursor_version, s->version) != 0)
+			resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, head_version);
+		else if (s->version[0] && head == s->cursor && s->cursor > 0 && !cursor_version &&
+				 strcmp(head_version, s->version) != 0)
+			resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, head_version);
+		else if (head > s->cursor)
+			s->needs_fetch = 1;
+	}
+	PQclear(res);
+	return EH_OK;
+}
+
+/* Reads the head of one organization, for a resync the server asked for. */
+static int
+read_head(eh_client *c, const char *org, int64_t *head, char version[EH_VERSION_ID_LEN + 1])
+{
+	const char *params[1] = {org};
+	PGresult   *res = PQexecParams(c->conn,
+								   "SELECT revision, version_id::text FROM eventhub.organization_states"
+								   " WHERE organization = $1",
+								   1, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		set_result_error(c, res, "reading the head revision failed");
+		PQclear(res);
+		return check_connection(c) ? EH_ERR_SERVER : EH_ERR_CONNECTION;
+	}
+	*head = 0;
+	version[0] = '\0';
+	if (PQntuples(res) == 1)
+	{
+		*head = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		snprintf(version, EH_VERSION_ID_LEN + 1, "%s", PQgetvalue(res, 0, 1));
+	}
+	PQclear(res);
+	return EH_OK;
+}
+
+/*
+ * Fetches and delivers one subscription's events until it is at the head
+ * or the application asks to stop.  Returns the number delivered or a
+ * negative error.
+ */
+static int
+fetch(eh_client *c, eh_sub *s, int *delivered)
+{
+	char		cursor_text[24];
+	char		batch_text[12];
+	const char *params[3];
+
+	snprintf(batch_text, sizeof(batch_text), "%d", c->batch_size);
+	while (s->needs_fetch && !c->stop)
+	{
+		PGresult   *res;
+		int			n;
+
+		snprintf(cursor_text, sizeof(cursor_text), "%lld", (long long) s->cursor);
+		params[0] = s->org;
+		params[1] = cursor_text;
+		params[2] = batch_text;
+		res = PQexecParams(c->conn, FETCH_SQL, 3, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+			int			reason = 0;
+
+			if (state && strcmp(state, "EH001") == 0)
+				reason = EH_RESYNC_HISTORY_REMOVED;
+			else if (state && strcmp(state, "EH002") == 0)
+				reason = EH_RESYNC_CURSOR_AHEAD;
+			set_result_error(c, res, "fetching events failed");
+			PQclear(res);
+			if (reason)
+			{
+				int64_t		head;
+				char		version[EH_VERSION_ID_LEN + 1];
+				int			rc = read_head(c, s->org, &head, version);
+
+				if (rc != EH_OK)
+					return rc;
+				resync(c, s, (eh_resync_reason) reason, head, version);
+				return EH_OK;
+			}
+			if (!check_connection(c))
+				return EH_ERR_CONNECTION;
+			log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
+			return EH_ERR_SERVER;
+		}
+
+		n = PQntuples(res);
+		for (int i = 0; i < n; i++)
+		{
+			eh_event	ev;
+			int			stop = 0;
+
+			ev.organization_id = PQgetvalue(res, i, 0);
+			ev.revision = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+			ev.version_id = PQgetvalue(res, i, 2);
+			ev.processed_timestamp = PQgetvalue(res, i, 3);
+			ev.originated_timestamp = PQgetvalue(res, i, 4);
+			ev.event_type = PQgetvalue(res, i, 5);
+			ev.action = PQgetvalue(res, i, 6);
+			ev.entity_id = PQgetvalue(res, i, 7);
+			ev.correlation_id = PQgetvalue(res, i, 8);
+			ev.event_data = PQgetvalue(res, i, 9);
+			if (ev.revision != s->cursor + 1)
+			{
+				/* events_since guarantees this; never deliver out of order */
+				set_error(c, "server returned revision %lld of \"%s\" after %lld",
+						  (long long) ev.revision, s->org, (long long) s->cursor);
+				log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
+				PQclear(res);
+				return EH_ERR_SERVER;
+			}
+			if (c->event_cb)
+				stop = c->event_cb(c, &ev, c->event_arg);
+			s->cursor = ev.revision;
+			snprintf(s->version, sizeof(s->version), "%s", ev.version_id);
+			c->stats.events_delivered++;
+			c->stats.last_lag_ms = strtod(PQgetvalue(res, i, 10), NULL);
+			(*delivered)++;
+			if (stop)
+			{
+				c->stop = 1;
+				break;
+			}
+		}
+		PQclear(res);
+		if (n < c->batch_size && !c->stop)
+			s->needs_fetch = 0;
+	}
+	return EH_OK;
+}
+
+/* Takes the notifications libpq has buffered; marks subscriptions behind. */
+static void
+drain_notifications(eh_client *c)
+{
+	PGnotify   *n;
+
+	while (c->conn && (n = PQnotifies(c->conn)) != NULL)
+	{
+		char	   *org;
+		int64_t		revision;
+		char		version[EH_VERSION_ID_LEN + 1];
+
+		if (strcmp(n->relname, "eventhub") == 0)
+		{
+			c->stats.notifications++;
+			if (ehi_parse_payload(n->extra, &org, &revision, version) == 0)
+			{
+				eh_sub	   *s = find_sub(c, org);
+
+				if (s && s->cursor >= 0 && revision > s->cursor)
+					s->needs_fetch = 1;
+				else if (s && s->cursor < 0)
+					c->next_poll_at = 0;
+				free(org);
+			}
+			else
+			{
+				log_msg(c, EH_LOG_WARNING, "malformed eventhub notification payload: %s", n->extra);
+				c->next_poll_at = 0;
+			}
+		}
+		PQfreemem(n);
+	}
+}
+
+static int
+any_fetch_pending(const eh_client *c)
+{
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (s->needs_fetch)
+			return 1;
+	return 0;
+}
+
+int
+eh_process(eh_client *c)
+{
+	int			delivered = 0;
+	int			rc = EH_OK;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->stop = 0;
+
+	if (!c->conn)
+	{
+		if (now_ms() < c->reconnect_at)
+			return 0;
+		rc = eh_connect(c);
+		if (rc == EH_ERR_MEMORY)
+			return rc;
+		if (rc != EH_OK)
+			return 0;
+	}
+
+	if (!PQconsumeInput(c->conn))
+	{
+		connection_lost(c);
+		return 0;
+	}
+
+	for (int round = 0; round < 100 && c->conn && !c->stop; round++)
+	{
+		drain_notifications(c);
+		if (now_ms() >= c->next_poll_at)
+		{
+			rc = check_state(c);
+			if (rc == EH_ERR_MEMORY)
+				return rc;
+			if (rc != EH_OK)
+				break;
+		}
+		if (!any_fetch_pending(c))
+			break;
+		for (eh_sub *s = c->subs; s && c->conn && !c->stop; s = s->next)
+		{
+			if (!s->needs_fetch)
+				continue;
+			rc = fetch(c, s, &delivered);
+			if (rc == EH_ERR_CONNECTION)
+				break;
+		}
+	}
+	return delivered;
+}
+
+int
+eh_next_timeout_ms(const eh_client *c)
+{
+	int64_t		now,
+				at;
+
+	if (!c)
+		return 0;
+	if (c->conn && any_fetch_pending(c))
+		return 0;
+	now = now_ms();
+	at = c->conn ? c->next_poll_at : c->reconnect_at;
+	if (at <= now)
+		return 0;
+	return at - now > 3600000 ? 3600000 : (int) (at - now);
+}
+
+int
+eh_wait(eh_client *c, int timeout_ms)
+{
+	int64_t		deadline;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	for (;;)
+	{
+		int			n = eh_process(c);
+		int			wait;
+		struct pollfd pfd;
+
+		if (n != 0)
+			return n;
+		wait = eh_next_timeout_ms(c);
+		if (deadline >= 0)
+		{
+			int64_t		left = deadline - now_ms();
+
+			if (left <= 0)
+				return 0;
+			if (wait > left)
+				wait = (int) left;
+		}
+		if (wait == 0)
+			continue;
+		pfd.fd = eh_socket(c);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (poll(&pfd, pfd.fd >= 0 ? 1 : 0, wait) < 0 && errno != EINTR)
+		{
+			set_error(c, "poll failed: %s", strerror(errno));
+			return EH_ERR_CONNECTION;
+		}
+	}
+}
+
+eh_client *
+eh_client_new(const char *conninfo)
+{
+	eh_client  *c = calloc(1, sizeof(eh_client));
+
+	if (!c)
+		return NULL;
+	c->conninfo = strdup(conninfo ? conninfo : "");
+	if (!c->conninfo)
+	{
+		free(c);
+		return NULL;
+	}
+	c->listen_enabled = 1;
+	c->poll_interval_ms = DEFAULT_POLL_INTERVAL_MS;
+	c->batch_size = DEFAULT_BATCH_SIZE;
+	c->backoff_initial_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+	c->backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->rng = ((uint64_t) now_ms() << 20) ^ (uint64_t) getpid() ^ (uint64_t) (uintptr_t) c;
+	if (c->rng == 0)
+		c->rng = 0x9E3779B97F4A7C15ULL;
+	return c;
+}
+
+void
+eh_client_free(eh_client *c)
+{
+	eh_sub	   *s;
+
+	if (!c)
+		return;
+	if (c->conn)
+		PQfinish(c->conn);
+	s = c->subs;
+	while (s)
+	{
+		eh_sub	   *next = s->next;
+
+		free(s->org);
+		free(s);
+		s = next;
+	}
+	free(c->conninfo);
+	free(c);
+}
+
+int
+eh_set_event_callback(eh_client *c, eh_event_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->event_cb = cb;
+	c->event_arg = arg;
+	return EH_OK;
+}
+
+int
+eh_set_resync_callback(eh_client *c, eh_resync_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->resync_cb = cb;
+	c->resync_arg = arg;
+	return EH_OK;
+}
+
+int
+eh_set_log_callback(eh_client *c, eh_log_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->log_cb = cb;
+	c->log_arg = arg;
+	return EH_OK;
+}
+
+int
+eh_set_poll_interval(eh_client *c, int interval_ms)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (interval_ms < 10)
+	{
+		set_error(c, "poll interval must be at least 10 ms, not %d", interval_ms);
+		return EH_ERR_ARGUMENT;
+	}
+	c->poll_interval_ms = interval_ms;
+	schedule_poll(c);
+	return EH_OK;
+}
+
+int
+eh_set_listen(eh_client *c, int enabled)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (c->conn)
+	{
+		set_error(c, "eh_set_listen must be called before connecting");
+		return EH_ERR_ARGUMENT;
+	}
+	c->listen_enabled = enabled != 0;
+	return EH_OK;
+}
+
+int
+eh_set_batch_size(eh_client *c, int max_events)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (max_events < 1 || max_events > 100000)
+	{
+		set_error(c, "batch size must be between 1 and 100000, not %d", max_events);
+		return EH_ERR_ARGUMENT;
+	}
+	c->batch_size = max_events;
+	return EH_OK;
+}
+
+int
+eh_set_reconnect_backoff(eh_client *c, int initial_ms, int max_ms)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (initial_ms < 1 || max_ms < initial_ms)
+	{
+		set_error(c, "reconnect backoff needs 1 <= initial (%d) <= max (%d)", initial_ms, max_ms);
+		return EH_ERR_ARGUMENT;
+	}
+	c->backoff_initial_ms = initial_ms;
+	c->backoff_max_ms = max_ms;
+	c->backoff_ms = initial_ms;
+	return EH_OK;
+}
+
+int
+eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
+{
+	eh_sub	   *s;
+	eh_sub	  **tail;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (!org || !org[0])
+	{
+		set_error(c, "organization id must not be empty");
+		return EH_ERR_ARGUMENT;
+	}
+	if (after_revision < EH_FROM_HEAD)
+	{
+		set_error(c, "after_revision must be >= 0 or EH_FROM_HEAD, not %lld", (long long) after_revision);
+		return EH_ERR_ARGUMENT;
+	}
+	if (find_sub(c, org))
+	{
+		set_error(c, "already subscribed to organization \"%s\"", org);
+		return EH_ERR_ARGUMENT;
+	}
+	s = calloc(1, sizeof(eh_sub));
+	if (!s || !(s->org = strdup(org)))
+	{
+		free(s);
+		set_error(c, "out of memory");
+		return EH_ERR_MEMORY;
+	}
+	s->cursor = after_revision;
+	/* Subscriptions keep their order: the state query relies on it. */
+	for (tail = &c->subs; *tail; tail = &(*tail)->next)
+		;
+	*tail = s;
+	c->next_poll_at = 0;
+	return EH_OK;
+}
+
+int
+eh_unsubscribe(eh_client *c, const char *org)
+{
+	if (!c || !org)
+		return EH_ERR_ARGUMENT;
+	for (eh_sub **p = &c->subs; *p; p = &(*p)->next)
+	{
+		if (strcmp((*p)->org, org) == 0)
+		{
+			eh_sub	   *s = *p;
+
+			*p = s->next;
+			free(s->org);
+			free(s);
+			return EH_OK;
+		}
+	}
+	set_error(c, "not subscribed to organization \"%s\"", org);
+	return EH_ERR_ARGUMENT;
+}
+
+int64_t
+eh_cursor(const eh_client *c, const char *org)
+{
+	const eh_sub *s = (c && org) ? find_sub(c, org) : NULL;
+
+	return s ? s->cursor : -1;
+}
+
+int
+eh_socket(const eh_client *c)
+{
+	return (c && c->conn) ? PQsocket(c->conn) : -1;
+}
+
+int
+eh_publish(eh_client *c, const char *org, const char *event_type, const char *action,
+		   const char *entity_id, const char *correlation_id, const char *event_data,
+		   int64_t *revision)
+{
+	const char *params[6];
+	PGresult   *res;
+	int			rc;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (!org || !event_type || !action || !entity_id || !event_data || !revision)
+	{
+		set_error(c, "eh_publish needs organization_id, event_type, action, entity_id, event_data and revision");
+		return EH_ERR_ARGUMENT;
+	}
+	if (!c->conn && (rc = eh_connect(c)) != EH_OK)
+		return rc;
+	params[0] = org;
+	params[1] = event_type;
+	params[2] = action;
+	params[3] = entity_id;
+	params[4] = correlation_id;
+	params[5] = event_data;
+	res = PQexecParams(c->conn, "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)",
+					   6, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		set_result_error(c, res, "publishing failed");
+		PQclear(res);
+		if (!check_connection(c))
+			return EH_ERR_CONNECTION;
+		return EH_ERR_SERVER;
+	}
+	*revision = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return EH_OK;
+}
+
+void
+eh_get_stats(const eh_client *c, eh_stats *stats)
+{
+	if (!stats)
+		return;
+	if (!c)
+	{
+		memset(stats, 0, sizeof(*stats));
+		return;
+	}
+	*stats = c->stats;
+}
+
+const char *
+eh_error_message(const eh_client *c)
+{
+	return c ? c->errmsg : "no client";
+}
+
+const char *
+eh_error_sqlstate(const eh_client *c)
+{
+	return c ? c->sqlstate : "";
+}
+
+int
+eh_is_connected(const eh_client *c)
+{
+	return c && c->conn && PQstatus(c->conn) == CONNECTION_OK;
+}
+
+int
+eh_is_listening(const eh_client *c)
+{
+	return c && c->conn && c->listening;
+}
+
+const char *
+eh_version(void)
+{
+	return EVENTHUB_VERSION;
+}

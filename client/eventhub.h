@@ -1,0 +1,237 @@
+/*
+ * eventhub.h: libeventhub, the C client of the eventhub PostgreSQL extension.
+ *
+ * A client follows one or more organizations over one libpq connection and
+ * hands their events to a callback in revision order, exactly once per
+ * subscription: woken by LISTEN eventhub, and also polling
+ * eventhub.organization_states every poll interval, so that a lost
+ * notification, a connection where LISTEN cannot work or a dead network path
+ * loses nothing.  It reconnects with backoff and catches up from its cursor,
+ * and calls a resync callback when the database can no longer give it the
+ * events it missed.
+ *
+ * Conventions (libpq's):
+ *  - eh_client is opaque; accessors take a const pointer.
+ *  - Functions returning int return EH_OK (0) or a negative EH_ERR_* code;
+ *    eh_error_message() then describes the failure.  The library never
+ *    prints (unless a log callback is set) and never exits or aborts.
+ *  - Strings passed in are copied; the caller keeps ownership of them.
+ *    Strings handed out (events, messages) belong to the library and are
+ *    valid only for the time stated at each function.
+ *  - One eh_client must not be used by two threads at once; separate
+ *    clients are independent (the library has no global state).
+ */
+#ifndef EVENTHUB_CLIENT_H
+#define EVENTHUB_CLIENT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EVENTHUB_VERSION_MAJOR 0
+#define EVENTHUB_VERSION_MINOR 1
+#define EVENTHUB_VERSION_PATCH 0
+#define EVENTHUB_VERSION "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
+#define EVENTHUB_VERSION_NUM 100
+
+/* Return codes. */
+#define EH_OK 0
+#define EH_ERR_ARGUMENT (-1)	/* invalid argument or call in the wrong state */
+#define EH_ERR_MEMORY (-2)		/* out of memory */
+#define EH_ERR_CONNECTION (-3)	/* no usable connection (the client retries by itself) */
+#define EH_ERR_SERVER (-4)		/* the server refused a request; see eh_error_sqlstate() */
+
+/* after_revision of eh_subscribe(): start at the head, only new events. */
+#define EH_FROM_HEAD (-1)
+
+typedef struct eh_client eh_client;
+
+/*
+ * One event, as stored in eventhub.events.  All strings are NUL-terminated;
+ * timestamps are ISO 8601 in UTC ("2026-01-02T03:04:05.123456Z");
+ * event_data is JSON text.  Owned by the library, valid only during the
+ * event callback.
+ */
+typedef struct eh_event
+{
+	const char *organization_id;
+	int64_t		revision;
+	const char *version_id;
+	const char *processed_timestamp;
+	const char *originated_timestamp;
+	const char *event_type;
+	const char *action;
+	const char *entity_id;
+	const char *correlation_id;
+	const char *event_data;
+} eh_event;
+
+/* Why the client asks the application to reload an organization. */
+typedef enum eh_resync_reason
+{
+	EH_RESYNC_HISTORY_REMOVED = 1,	/* retention removed events not yet delivered (SQLSTATE EH001) */
+	EH_RESYNC_CURSOR_AHEAD = 2, /* the server's head is below the cursor (EH002; failover, restore) */
+	EH_RESYNC_VERSION_MISMATCH = 3	/* the event at the cursor has another version_id: history rewritten */
+} eh_resync_reason;
+
+typedef enum eh_log_level
+{
+	EH_LOG_DEBUG = 0,
+	EH_LOG_INFO = 1,
+	EH_LOG_WARNING = 2,
+	EH_LOG_ERROR = 3
+} eh_log_level;
+
+/* Counters, read with eh_get_stats(). */
+typedef struct eh_stats
+{
+	uint64_t	events_delivered;	/* event callbacks that returned */
+	uint64_t	notifications;	/* eventhub notifications received */
+	uint64_t	polls;			/* periodic checks of organization_states */
+	uint64_t	reconnects;		/* connections re-established after a loss */
+	uint64_t	resyncs;		/* resync callbacks */
+	double		last_lag_ms;	/* for the last event delivered: server clock at
+								 * fetch minus its processed_timestamp */
+} eh_stats;
+
+/*
+ * Called once per event, in revision order per organization.  Return 0 to
+ * go on; return non-zero to stop delivering for now: the event counts as
+ * delivered, and eh_process()/eh_wait() return after it.  The event and its
+ * strings are valid only during the call.  The callback must not call
+ * eh_process(), eh_wait() or eh_client_free() on this client.
+ */
+typedef int (*eh_event_cb) (eh_client *client, const eh_event *event, void *arg);
+
+/*
+ * Called when an organization's missed events cannot be delivered: reload
+ * the organization's full state from the application's own tables.  After
+ * it returns, the client continues from head_revision (it delivers only
+ * events above it).  organization_id is valid only during the call.
+ */
+typedef void (*eh_resync_cb) (eh_client *client, const char *organization_id,
+							  eh_resync_reason reason, int64_t head_revision, void *arg);
+
+/* Receives the library's log lines (connection lost, LISTEN unavailable...). */
+typedef void (*eh_log_cb) (eh_client *client, eh_log_level level, const char *message, void *arg);
+
+/*
+ * Creates a client.  conninfo is a libpq connection string or URI (NULL or ""
+ * uses libpq's PG* environment variables).  TCP keepalives are on unless
+ * conninfo says otherwise.  Does not connect: eh_connect(), eh_process() or
+ * eh_wait() does.  Returns NULL only when out of memory.  Free with
+ * eh_client_free().
+ */
+eh_client  *eh_client_new(const char *conninfo);
+
+/* Closes the connection and frees the client and everything it owns. */
+void		eh_client_free(eh_client *client);
+
+/* Callbacks; arg is passed back unchanged.  A NULL callback removes it. */
+int			eh_set_event_callback(eh_client *client, eh_event_cb cb, void *arg);
+int			eh_set_resync_callback(eh_client *client, eh_resync_cb cb, void *arg);
+int			eh_set_log_callback(eh_client *client, eh_log_cb cb, void *arg);
+
+/*
+ * Poll interval in milliseconds (default 5000, at least 10).  Each wait is
+ * drawn at random between 80% and 120% of it, so that replicas spread out.
+ */
+int			eh_set_poll_interval(eh_client *client, int interval_ms);
+
+/* Whether to LISTEN (default 1).  With 0 the client only polls. */
+int			eh_set_listen(eh_client *client, int enabled);
+
+/* Most events fetched per query (default 1000, 1 to 100000). */
+int			eh_set_batch_size(eh_client *client, int max_events);
+
+/* Reconnect backoff: first wait and cap, in ms (defaults 100 and 30000). */
+int			eh_set_reconnect_backoff(eh_client *client, int initial_ms, int max_ms);
+
+/*
+ * Follows an organization from after_revision (0: all kept history;
+ * EH_FROM_HEAD: only events published after the client first sees the
+ * organization's head).  Subscribing again to the same organization is an
+ * error.  May be called before or after connecting.
+ */
+int			eh_subscribe(eh_client *client, const char *organization_id, int64_t after_revision);
+
+/* Stops following an organization. */
+int			eh_unsubscribe(eh_client *client, const char *organization_id);
+
+/*
+ * The revision of the last event delivered for an organization (the
+ * cursor), or -1 if it is not subscribed or still waits for its head.
+ */
+int64_t		eh_cursor(const eh_client *client, const char *organization_id);
+
+/*
+ * Connects now (blocking), LISTENs and catches up every subscription.
+ * Returns EH_OK, or EH_ERR_CONNECTION after scheduling a retry; in both
+ * cases keep calling eh_process()/eh_wait().
+ */
+int			eh_connect(eh_client *client);
+
+/* The connection's socket, to wait on for reading; -1 while disconnected. */
+int			eh_socket(const eh_client *client);
+
+/*
+ * Milliseconds until eh_process() has timed work to do (a poll, a
+ * reconnect), 0 if it has work now.  Wait no longer than this on the socket.
+ */
+int			eh_next_timeout_ms(const eh_client *client);
+
+/*
+ * Processes whatever is ready without waiting for the network to have
+ * more: reads notifications, fetches and delivers missing events, polls and
+ * reconnects when due.  Fetching runs short blocking queries.  Returns the
+ * number of events delivered (>= 0), or a negative EH_ERR_* code for an
+ * error that retrying will not fix (the connection is retried by itself).
+ */
+int			eh_process(eh_client *client);
+
+/*
+ * Waits up to timeout_ms (-1: forever) for events, processing as they come;
+ * returns as soon as at least one event was delivered, or at the timeout.
+ * Returns the number delivered (0 at a timeout) or a negative EH_ERR_* code.
+ */
+int			eh_wait(eh_client *client, int timeout_ms);
+
+/*
+ * Publishes an event with eventhub.publish_event() on the client's
+ * connection (connecting first if needed); stores its revision in
+ * *revision.  correlation_id may be NULL (one is generated); event_data is
+ * JSON text.  With a correlation id a failed call can be retried safely.
+ */
+int			eh_publish(eh_client *client, const char *organization_id, const char *event_type,
+					   const char *action, const char *entity_id, const char *correlation_id,
+					   const char *event_data, int64_t *revision);
+
+/* Copies the counters into *stats. */
+void		eh_get_stats(const eh_client *client, eh_stats *stats);
+
+/*
+ * The message of the last failure, "" if none.  Owned by the client, valid
+ * until the next call on it.
+ */
+const char *eh_error_message(const eh_client *client);
+
+/* The SQLSTATE of the last EH_ERR_SERVER failure, "" otherwise.  Same lifetime. */
+const char *eh_error_sqlstate(const eh_client *client);
+
+/* Whether the client is connected now. */
+int			eh_is_connected(const eh_client *client);
+
+/* Whether notifications are in use (0 after LISTEN failed or was disabled). */
+int			eh_is_listening(const eh_client *client);
+
+/* The library's version, EVENTHUB_VERSION of the build. */
+const char *eh_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* EVENTHUB_CLIENT_H */

@@ -1,0 +1,22 @@
+/*
+ * internal.h: what the files of libeventhub share, and what its unit tests
+ * reach; not installed.
+ */
+#ifndef EVENTHUB_INTERNAL_H
+#define EVENTHUB_INTERNAL_H
+
+#include <stdint.h>
+
+#define EH_VERSION_ID_LEN 36
+
+/*
+ * Parses a notification payload of channel eventhub:
+ *	  {"organization_id": "...", "revision": N, "version_id": "..."}
+ * Keys may come in any order and unknown keys are skipped, so that the
+ * server may add some.  On success returns 0, with *organization_id a
+ * malloc'd string the caller frees; returns -1 for anything malformed.
+ */
+int			ehi_parse_payload(const char *payload, char **organization_id,
+							 int64_t *revision, char version_id[EH_VERSION_ID_LEN + 1]);
+
+#endif							/* EVENTHUB_INTERNAL_H */

@@ -1,0 +1,335 @@
+/*
+ * payload.c: parsing the JSON payload of eventhub notifications.
+ *
+ * A small strict parser for one flat JSON object: enough for the three keys
+ * the server sends, tolerant of keys it may add later, and safe on any
+ * input (it never reads past the terminating NUL).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct cursor
+{
+	const char *p;
+} cursor;
+
+static void
+skip_ws(cursor *c)
+{
+	while (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')
+		c->p++;
+}
+
+static int
+hex4(const char *p, unsigned *out)
+{
+	unsigned	v = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		char		ch = p[i];
+
+		v <<= 4;
+		if (ch >= '0' && ch <= '9')
+			v |= (unsigned) (ch - '0');
+		else if (ch >= 'a' && ch <= 'f')
+			v |= (unsigned) (ch - 'a' + 10);
+		else if (ch >= 'A' && ch <= 'F')
+			v |= (unsigned) (ch - 'A' + 10);
+		else
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static size_t
+put_utf8(char *out, unsigned cp)
+{
+	if (cp < 0x80)
+	{
+		out[0] = (char) cp;
+		return 1;
+	}
+	if (cp < 0x800)
+	{
+		out[0] = (char) (0xC0 | (cp >> 6));
+		out[1] = (char) (0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000)
+	{
+		out[0] = (char) (0xE0 | (cp >> 12));
+		out[1] = (char) (0x80 | ((cp >> 6) & 0x3F));
+		out[2] = (char) (0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (char) (0xF0 | (cp >> 18));
+	out[1] = (char) (0x80 | ((cp >> 12) & 0x3F));
+	out[2] = (char) (0x80 | ((cp >> 6) & 0x3F));
+	out[3] = (char) (0x80 | (cp & 0x3F));
+	return 4;
+}
+
+/*
+ * Parses a JSON string at c->p.  With out != NULL, stores a malloc'd,
+ * unescaped copy (a NUL escape, which C strings cannot hold, is refused).
+ */
+static int
+parse_string(cursor *c, char **out)
+{
+	const char *start;
+	char	   *buf = NULL;
+	size_t		len = 0;
+
+	if (*c->p != '"')
+		return -1;
+	start = ++c->p;
+	/* Unescaping never makes a string longer. */
+	if (out)
+	{
+		const char *q = start;
+
+		while (*q && *q != '"')
+			q += (*q == '\\' && q[1]) ? 2 : 1;
+		buf = malloc((size_t) (q - start) + 1);
+		if (!buf)
+			return -1;
+	}
+
+	while (*c->p != '"')
+	{
+		unsigned char ch = (unsigned char) *c->p;
+
+		if (ch == '\0' || ch < 0x20)
+			goto fail;
+		if (ch != '\\')
+		{
+			if (buf)
+				buf[len++] = (char) ch;
+			c->p++;
+			continue;
+		}
+		c->p++;
+		switch (*c->p)
+		{
+			case '"':
+			case '\\':
+			case '/':
+				ch = (unsigned char) *c->p;
+				break;
+			case 'b':
+				ch = '\b';
+				break;
+			case 'f':
+				ch = '\f';
+				break;
+			case 'n':
+				ch = '\n';
+				break;
+			case 'r':
+				ch = '\r';
+				break;
+			case 't':
+				ch = '\t';
+				break;
+			case 'u':
+				{
+					unsigned	cp;
+
+					if (hex4(c->p + 1, &cp) != 0)
+						goto fail;
+					c->p += 4;
+					if (cp >= 0xD800 && cp <= 0xDBFF)
+					{
+						unsigned	lo;
+
+						if (c->p[1] != '\\' || c->p[2] != 'u' || hex4(c->p + 3, &lo) != 0 ||
+							lo < 0xDC00 || lo > 0xDFFF)
+							goto fail;
+						c->p += 6;
+						cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+					}
+					else if ((cp >= 0xDC00 && cp <= 0xDFFF) || cp == 0)
+						goto fail;
+					if (buf)
+						len += put_utf8(buf + len, cp);
+					c->p++;
+					continue;
+				}
+			default:
+				goto fail;
+		}
+		if (buf)
+			buf[len++] = (char) ch;
+		c->p++;
+	}
+	c->p++;
+	if (buf)
+	{
+		buf[len] = '\0';
+		*out = buf;
+	}
+	return 0;
+
+fail:
+	free(buf);
+	return -1;
+}
+
+/* Parses a JSON number; stores it in *out when it is an integer that fits. */
+static int
+parse_number(cursor *c, int64_t *out, int *is_integer)
+{
+	const char *p = c->p;
+	int64_t		v = 0;
+	int			negative = 0;
+	int			integer = 1;
+
+	if (*p == '-')
+	{
+		negative = 1;
+		p++;
+	}
+	if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+		return -1;
+	while (*p >= '0' && *p <= '9')
+	{
+		int			d = *p - '0';
+
+		if (v > (INT64_MAX - d) / 10)
+			integer = 0;
+		else
+			v = v * 10 + d;
+		p++;
+	}
+	if (*p == '.')
+	{
+		integer = 0;
+		p++;
+		if (*p < '0' || *p > '9')
+			return -1;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	if (*p == 'e' || *p == 'E')
+	{
+		integer = 0;
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (*p < '0' || *p > '9')
+			return -1;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	c->p = p;
+	*is_integer = integer;
+	*out = negative ? -v : v;
+	return 0;
+}
+
+/* Skips a scalar value of a key we do not know. */
+static int
+skip_value(cursor *c)
+{
+	int64_t		unused;
+	int			integer;
+
+	if (*c->p == '"')
+		return parse_string(c, NULL);
+	if (strncmp(c->p, "true", 4) == 0)
+		c->p += 4;
+	else if (strncmp(c->p, "false", 5) == 0)
+		c->p += 5;
+	else if (strncmp(c->p, "null", 4) == 0)
+		c->p += 4;
+	else
+		return parse_number(c, &unused, &integer);
+	return 0;
+}
+
+int
+ehi_parse_payload(const char *payload, char **organization_id,
+				 int64_t *revision, char version_id[EH_VERSION_ID_LEN + 1])
+{
+	cursor		c;
+	char	   *org = NULL;
+	char	   *version = NULL;
+	int64_t		rev = -1;
+	int			have_rev = 0;
+
+	if (!payload)
+		return -1;
+	c.p = payload;
+	skip_ws(&c);
+	if (*c.p++ != '{')
+		return -1;
+	skip_ws(&c);
+	if (*c.p == '}')
+		goto done;
+	for (;;)
+	{
+		char	   *key = NULL;
+		int			rc;
+
+		skip_ws(&c);
+		if (parse_string(&c, &key) != 0)
+			goto fail;
+		skip_ws(&c);
+		if (*c.p++ != ':')
+		{
+			free(key);
+			goto fail;
+		}
+		skip_ws(&c);
+		if (strcmp(key, "organization_id") == 0 && !org)
+			rc = parse_string(&c, &org);
+		else if (strcmp(key, "version_id") == 0 && !version)
+			rc = parse_string(&c, &version);
+		else if (strcmp(key, "revision") == 0 && !have_rev)
+		{
+			int			integer;
+
+			rc = parse_number(&c, &rev, &integer);
+			if (rc == 0 && !integer)
+				rc = -1;
+			have_rev = 1;
+		}
+		else if (strcmp(key, "organization_id") == 0 || strcmp(key, "version_id") == 0 ||
+				 strcmp(key, "revision") == 0)
+			rc = -1;			/* a key given twice */
+		else
+			rc = skip_value(&c);
+		free(key);
+		if (rc != 0)
+			goto fail;
+		skip_ws(&c);
+		if (*c.p == ',')
+		{
+			c.p++;
+			continue;
+		}
+		if (*c.p == '}')
+			break;
+		goto fail;
+	}
+done:
+	c.p++;
+	skip_ws(&c);
+	if (*c.p != '\0' || !org || !version || !have_rev || rev < 1 || org[0] == '\0' ||
+		strlen(version) != EH_VERSION_ID_LEN)
+		goto fail;
+	memcpy(version_id, version, EH_VERSION_ID_LEN + 1);
+	free(version);
+	*organization_id = org;
+	*revision = rev;
+	return 0;
+
+fail:
+	free(org);
+	free(version);
+	return -1;
+}

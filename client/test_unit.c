@@ -1,0 +1,240 @@
+/*
+ * test_unit.c: unit tests of libeventhub's payload parser and option
+ * handling, and of the CLI's argument parsing.  No server needed.
+ * Prints TAP ("ok N - ...") and exits non-zero on any failure.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_options.h"
+#include "eventhub.h"
+#include "internal.h"
+
+static int tests = 0;
+static int failures = 0;
+
+static void
+check(int ok, const char *what)
+{
+	tests++;
+	if (!ok)
+		failures++;
+	printf("%sok %d - %s\n", ok ? "" : "not ", tests, what);
+}
+
+#define V1 "0b7e1f5a-2c3d-4e5f-8a9b-0c1d2e3f4a5b"
+
+/* Parses payload; checks it gives org and rev. */
+static void
+payload_ok(const char *payload, const char *org, int64_t rev, const char *what)
+{
+	char	   *got_org = NULL;
+	int64_t		got_rev = 0;
+	char		version[EH_VERSION_ID_LEN + 1];
+	int			rc = ehi_parse_payload(payload, &got_org, &got_rev, version);
+
+	check(rc == 0 && got_org && strcmp(got_org, org) == 0 && got_rev == rev &&
+		  strcmp(version, V1) == 0, what);
+	free(got_org);
+}
+
+static void
+payload_bad(const char *payload, const char *what)
+{
+	char	   *got_org = NULL;
+	int64_t		got_rev = 0;
+	char		version[EH_VERSION_ID_LEN + 1];
+
+	check(ehi_parse_payload(payload, &got_org, &got_rev, version) == -1 && got_org == NULL, what);
+	free(got_org);
+}
+
+static void
+test_payload(void)
+{
+	payload_ok("{\"organization_id\": \"acme\", \"revision\": 42, \"version_id\": \"" V1 "\"}",
+			   "acme", 42, "payload: the server's format");
+	payload_ok("{\"version_id\":\"" V1 "\",\"revision\":7,\"organization_id\":\"acme\"}",
+			   "acme", 7, "payload: keys in any order, no spaces");
+	payload_ok(" \n{ \"organization_id\" : \"a\" , \"revision\" : 1 , \"version_id\" : \"" V1 "\" }\t",
+			   "a", 1, "payload: white space anywhere");
+	payload_ok("{\"organization_id\": \"q\\\"b\\\\s\\/n\\nt\\tc\\u0001\", \"revision\": 1, \"version_id\": \"" V1 "\"}",
+			   "q\"b\\s/n\nt\tc\x01", 1, "payload: escapes");
+	payload_ok("{\"organization_id\": \"\\u00e9\\u20ac\\ud83d\\ude00\", \"revision\": 3, \"version_id\": \"" V1 "\"}",
+			   "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 3, "payload: \\u escapes and a surrogate pair to UTF-8");
+	payload_ok("{\"organization_id\": \"\xc3\xa9\", \"revision\": 3, \"version_id\": \"" V1 "\"}",
+			   "\xc3\xa9", 3, "payload: raw UTF-8");
+	payload_ok("{\"organization_id\": \"a\", \"revision\": 9223372036854775807, \"version_id\": \"" V1 "\"}",
+			   "a", INT64_MAX, "payload: the largest revision");
+	payload_bad("{\"organization_id\": \"a\", \"extra\": [1], \"revision\": 1, \"version_id\": \"" V1 "\"}",
+				"payload: nested values are refused");
+	payload_ok("{\"organization_id\": \"a\", \"new_key\": \"x\", \"n\": -1.5e3, \"t\": true, \"z\": null,"
+			   " \"revision\": 1, \"version_id\": \"" V1 "\"}",
+			   "a", 1, "payload: unknown scalar keys are skipped");
+
+	payload_bad(NULL, "payload: NULL");
+	payload_bad("", "payload: empty");
+	payload_bad("{}", "payload: empty object");
+	payload_bad("[1]", "payload: not an object");
+	payload_bad("{\"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: organization_id missing");
+	payload_bad("{\"organization_id\": \"a\", \"version_id\": \"" V1 "\"}", "payload: revision missing");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 1}", "payload: version_id missing");
+	payload_bad("{\"organization_id\": \"\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: empty organization");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 0, \"version_id\": \"" V1 "\"}", "payload: revision 0");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": -3, \"version_id\": \"" V1 "\"}", "payload: negative revision");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 1.5, \"version_id\": \"" V1 "\"}", "payload: fractional revision");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": \"1\", \"version_id\": \"" V1 "\"}", "payload: revision as a string");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 92233720368547758070, \"version_id\": \"" V1 "\"}", "payload: revision overflow");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 01, \"version_id\": \"" V1 "\"}", "payload: leading zero");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"short\"}", "payload: version_id not a UUID");
+	payload_bad("{\"organization_id\": 5, \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: organization_id not a string");
+	payload_bad("{\"organization_id\": \"a\", \"organization_id\": \"b\", \"revision\": 1, \"version_id\": \"" V1 "\"}",
+				"payload: a key given twice");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"" V1 "\"} x", "payload: trailing text");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"" V1 "\"", "payload: unterminated object");
+	payload_bad("{\"organization_id\": \"a, \"revision\": 1}", "payload: unterminated string");
+	payload_bad("{\"organization_id\": \"a\\x\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: bad escape");
+	payload_bad("{\"organization_id\": \"a\\u00zz\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: bad \\u escape");
+	payload_bad("{\"organization_id\": \"a\\u0000\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: NUL escape");
+	payload_bad("{\"organization_id\": \"a\\ud83d\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: lone high surrogate");
+	payload_bad("{\"organization_id\": \"a\\ude00\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: lone low surrogate");
+	payload_bad("{\"organization_id\": \"a\nb\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: raw control character");
+	payload_bad("{\"organization_id\": \"a\" \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: missing comma");
+	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"" V1 "\",}", "payload: trailing comma");
+	payload_bad("{\"organization_id\": \"a\\", "payload: backslash at the end");
+}
+
+/* Parses a command line given as a NULL-terminated list. */
+static int
+parse(cli_options *o, char *err, const char *first,...)
+{
+	char	   *argv[64];
+	int			argc = 0;
+	va_list		ap;
+
+	argv[argc++] = (char *) "eventhub";
+	va_start(ap, first);
+	for (const char *a = first; a; a = va_arg(ap, const char *))
+		argv[argc++] = (char *) a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return cli_parse(argc, argv, o, err, 256);
+}
+
+static void
+test_cli(void)
+{
+	cli_options o;
+	char		err[256];
+
+	check(parse(&o, err, "publish", "--org", "acme", "--type", "API", "--action", "CREATE",
+				"--entity", "e1", NULL) == 0 &&
+		  o.command == CMD_PUBLISH && strcmp(o.org, "acme") == 0 && strcmp(o.type, "API") == 0 &&
+		  strcmp(o.entity, "e1") == 0 && o.correlation_id == NULL && strcmp(o.data, "{}") == 0,
+		  "cli: publish with defaults");
+	check(parse(&o, err, "-d", "dbname=x", "publish", "--org=acme", "--type=API", "--action=DELETE",
+				"--entity=e1", "--correlation-id=c1", "--data", "[1]", NULL) == 0 &&
+		  strcmp(o.conninfo, "dbname=x") == 0 && strcmp(o.correlation_id, "c1") == 0 &&
+		  strcmp(o.data, "[1]") == 0 && strcmp(o.action, "DELETE") == 0,
+		  "cli: publish with every option, -d before the command");
+	check(parse(&o, err, "publish", "--org", "acme", "--type", "API", "--action", "UPSERT",
+				"--entity", "e1", NULL) == -1 && strstr(err, "CREATE, UPDATE or DELETE"),
+		  "cli: publish refuses an unknown action");
+	check(parse(&o, err, "publish", "--org", "acme", "--type", "API", "--action", "CREATE", NULL) == -1 &&
+		  strstr(err, "--entity"), "cli: publish needs --entity");
+	check(parse(&o, err, "publish", "--org", "", "--type", "API", "--action", "CREATE", "--entity", "e", NULL) == -1 &&
+		  strstr(err, "empty"), "cli: an empty --org is refused");
+	check(parse(&o, err, "publish", "--org", "a", "--type", "API", "--action", "CREATE", "--entity", "e",
+				"--count", "3", NULL) == -1 && strstr(err, "does not take"),
+		  "cli: publish refuses watch options");
+
+	check(parse(&o, err, "watch", "--org", "a", "--org", "b", NULL) == 0 &&
+		  o.command == CMD_WATCH && o.norgs == 2 && strcmp(o.orgs[1], "b") == 0 &&
+		  o.after == -1 && o.count == 0 && o.timeout_s < 0 && o.poll_interval_ms == 0 && !o.no_listen,
+		  "cli: watch defaults (from the head, forever)");
+	check(parse(&o, err, "watch", "--org", "a", "--after", "0", "--count", "5", "--timeout", "2.5",
+				"--poll-interval", "100", "--no-listen", NULL) == 0 &&
+		  o.after == 0 && o.count == 5 && o.timeout_s == 2.5 && o.poll_interval_ms == 100 && o.no_listen,
+		  "cli: watch with every option");
+	check(parse(&o, err, "watch", NULL) == -1 && strstr(err, "--org"), "cli: watch needs --org");
+	check(parse(&o, err, "watch", "--org", "a", "--org", "a", NULL) == -1 && strstr(err, "twice"),
+		  "cli: watch refuses an organization twice");
+	check(parse(&o, err, "watch", "--org", "a", "--after", "-1", NULL) == -1, "cli: negative --after");
+	check(parse(&o, err, "watch", "--org", "a", "--after", "12x", NULL) == -1, "cli: --after not a number");
+	check(parse(&o, err, "watch", "--org", "a", "--count", "0", NULL) == -1, "cli: --count 0");
+	check(parse(&o, err, "watch", "--org", "a", "--timeout", "0", NULL) == -1, "cli: --timeout 0");
+	check(parse(&o, err, "watch", "--org", "a", "--timeout", "soon", NULL) == -1, "cli: --timeout not a number");
+	check(parse(&o, err, "watch", "--org", "a", "--poll-interval", "5", NULL) == -1, "cli: --poll-interval below 10");
+	check(parse(&o, err, "watch", "--org", "a", "--bogus", NULL) == -1 && strstr(err, "unknown option"),
+		  "cli: unknown option");
+	check(parse(&o, err, "watch", "--org", NULL) == -1 && strstr(err, "needs a value"), "cli: --org without a value");
+	check(parse(&o, err, "watch", "--org", "a", "stray", NULL) == -1 && strstr(err, "unexpected"),
+		  "cli: stray argument");
+
+	check(parse(&o, err, "status", NULL) == 0 && o.command == CMD_STATUS && o.norgs == 0, "cli: status");
+	check(parse(&o, err, "status", "--org", "a", NULL) == 0 && o.norgs == 1, "cli: status --org");
+	check(parse(&o, err, "status", "--org", "a", "--org", "b", NULL) == -1, "cli: status takes one --org");
+	check(parse(&o, err, "cleanup", "--older-than", "1h", NULL) == 0 && strcmp(o.older_than, "1h") == 0,
+		  "cli: cleanup");
+	check(parse(&o, err, "cleanup", NULL) == -1 && strstr(err, "--older-than"), "cli: cleanup needs --older-than");
+	check(parse(&o, err, "status", "--older-than", "1h", NULL) == -1, "cli: status refuses --older-than");
+
+	check(parse(&o, err, NULL) == -1 && strstr(err, "no command"), "cli: no command");
+	check(parse(&o, err, "frobnicate", NULL) == -1 && strstr(err, "unknown command"), "cli: unknown command");
+	check(parse(&o, err, "--help", NULL) == 0 && o.help && o.command == CMD_NONE, "cli: --help");
+	check(parse(&o, err, "watch", "--help", NULL) == 0 && o.help && o.command == CMD_WATCH &&
+		  strstr(cli_usage(CMD_WATCH), "--no-listen"), "cli: watch --help");
+	check(parse(&o, err, "-d", NULL) == -1, "cli: -d without a value");
+}
+
+static void
+test_library_options(void)
+{
+	eh_client  *c = eh_client_new("dbname=nowhere");
+	eh_stats	st;
+
+	check(c != NULL, "lib: a client is created without connecting");
+	check(eh_socket(c) == -1 && !eh_is_connected(c), "lib: not connected before eh_connect");
+	check(eh_set_poll_interval(c, 9) == EH_ERR_ARGUMENT && strstr(eh_error_message(c), "10 ms"),
+		  "lib: poll interval below 10 ms refused");
+	check(eh_set_poll_interval(c, 10) == EH_OK, "lib: poll interval of 10 ms");
+	check(eh_set_batch_size(c, 0) == EH_ERR_ARGUMENT && eh_set_batch_size(c, 100001) == EH_ERR_ARGUMENT &&
+		  eh_set_batch_size(c, 1) == EH_OK, "lib: batch size bounds");
+	check(eh_set_reconnect_backoff(c, 0, 10) == EH_ERR_ARGUMENT &&
+		  eh_set_reconnect_backoff(c, 100, 50) == EH_ERR_ARGUMENT &&
+		  eh_set_reconnect_backoff(c, 50, 50) == EH_OK, "lib: backoff bounds");
+	check(eh_subscribe(c, "acme", 0) == EH_OK && eh_cursor(c, "acme") == 0, "lib: subscribe from 0");
+	check(eh_subscribe(c, "globex", EH_FROM_HEAD) == EH_OK && eh_cursor(c, "globex") == -1,
+		  "lib: subscribe from the head waits for the head");
+	check(eh_subscribe(c, "acme", 5) == EH_ERR_ARGUMENT && strstr(eh_error_message(c), "already"),
+		  "lib: subscribing twice refused");
+	check(eh_subscribe(c, "", 0) == EH_ERR_ARGUMENT && eh_subscribe(c, NULL, 0) == EH_ERR_ARGUMENT,
+		  "lib: empty organization refused");
+	check(eh_subscribe(c, "x", -2) == EH_ERR_ARGUMENT, "lib: after_revision below EH_FROM_HEAD refused");
+	check(eh_unsubscribe(c, "acme") == EH_OK && eh_cursor(c, "acme") == -1 &&
+		  eh_unsubscribe(c, "acme") == EH_ERR_ARGUMENT, "lib: unsubscribe");
+	check(eh_set_listen(c, 0) == EH_OK && !eh_is_listening(c), "lib: listening can be turned off");
+	eh_get_stats(c, &st);
+	check(st.events_delivered == 0 && st.reconnects == 0 && st.polls == 0, "lib: counters start at zero");
+	check(eh_subscribe(NULL, "a", 0) == EH_ERR_ARGUMENT && eh_process(NULL) == EH_ERR_ARGUMENT &&
+		  eh_wait(NULL, 0) == EH_ERR_ARGUMENT && eh_socket(NULL) == -1 && eh_cursor(NULL, "a") == -1,
+		  "lib: a NULL client is an argument error, not a crash");
+	check(strcmp(eh_version(), EVENTHUB_VERSION) == 0, "lib: version");
+	eh_client_free(c);
+	eh_client_free(NULL);
+	check(1, "lib: freeing NULL is a no-op");
+}
+
+int
+main(void)
+{
+	test_payload();
+	test_cli();
+	test_library_options();
+	printf("1..%d\n", tests);
+	if (failures)
+		printf("# %d of %d failed\n", failures, tests);
+	return failures ? 1 : 0;
+}
