@@ -2,7 +2,8 @@
  * cli.c: the eventhub command-line tool.
  *
  * Exit status: 0 success, 1 an error (connection, server, bad input), 2 a
- * usage error, 3 `watch --timeout` passed before --count events arrived.
+ * usage error, 3 `watch --timeout` passed before --count events arrived,
+ * 4 `status --fail-if-lag N` found a live replica more than N behind.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -14,9 +15,11 @@
 
 #include "cli_options.h"
 #include "eventhub.h"
+#include "internal.h"
 
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 3
+#define EXIT_LAGGING 4
 
 static volatile sig_atomic_t interrupted = 0;
 
@@ -31,34 +34,10 @@ on_signal(int signo)
 static void
 json_string(FILE *out, const char *str)
 {
-	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *) str; *p; p++)
-	{
-		switch (*p)
-		{
-			case '"':
-				fputs("\\\"", out);
-				break;
-			case '\\':
-				fputs("\\\\", out);
-				break;
-			case '\n':
-				fputs("\\n", out);
-				break;
-			case '\r':
-				fputs("\\r", out);
-				break;
-			case '\t':
-				fputs("\\t", out);
-				break;
-			default:
-				if (*p < 0x20)
-					fprintf(out, "\\u%04x", *p);
-				else
-					fputc(*p, out);
-		}
-	}
-	fputc('"', out);
+	char	   *quoted = ehi_json_quote(str);
+
+	fputs(quoted ? quoted : "null", out);
+	free(quoted);
 }
 
 /* Writes ,"key": "value" */
@@ -216,6 +195,14 @@ run_watch(const cli_options *o)
 		eh_set_listen(c, 0);
 	if (o->poll_interval_ms)
 		eh_set_poll_interval(c, o->poll_interval_ms);
+	if (o->replica_id &&
+		(eh_set_replica(c, o->replica_id, o->labels, EVENTHUB_VERSION) != EH_OK ||
+		 (o->heartbeat_interval_ms && eh_set_heartbeat_interval(c, o->heartbeat_interval_ms) != EH_OK)))
+	{
+		fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+		eh_client_free(c);
+		return 1;
+	}
 	for (int i = 0; i < o->norgs; i++)
 		eh_subscribe(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD);
 
@@ -227,9 +214,10 @@ run_watch(const cli_options *o)
 		return 1;
 	}
 
+	/* SIGINT and SIGTERM interrupt eh_wait, which then returns 0. */
 	while (!interrupted && !(w.limit > 0 && w.seen >= w.limit))
 	{
-		int			slice = 1000;
+		int			wait = -1;
 		int			n;
 
 		if (deadline >= 0)
@@ -243,10 +231,9 @@ run_watch(const cli_options *o)
 				status = EXIT_TIMEOUT;
 				break;
 			}
-			if (left * 1000 < slice)
-				slice = (int) (left * 1000) + 1;
+			wait = (int) (left * 1000) + 1;
 		}
-		n = eh_wait(c, slice);
+		n = eh_wait(c, wait);
 		if (n < 0 && n != EH_ERR_CONNECTION)
 		{
 			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
@@ -258,60 +245,181 @@ run_watch(const cli_options *o)
 	return interrupted ? 130 : status;
 }
 
-static int
-run_status(const cli_options *o)
+/* Prints a result as an aligned table, numbers to the right. */
+static void
+print_table(const PGresult *res)
 {
-	PGconn	   *conn = connect_or_report(o->conninfo);
-	const char *params[1];
-	PGresult   *res;
-	int			n;
-	int			width[5] = {12, 8, 36, 20, 11};
-	static const char *const headers[5] = {"ORGANIZATION", "REVISION", "VERSION_ID", "UPDATED_AT", "KEPT_EVENTS"};
+	int			ncols = PQnfields(res);
+	int			nrows = PQntuples(res);
+	int			width[16];
+	int			right[16];
 
-	if (!conn)
-		return 1;
-	params[0] = o->norgs ? o->orgs[0] : NULL;
-	res = PQexecParams(conn,
-					   "SELECT s.organization, s.revision, s.version_id,"
-					   " to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-					   " (SELECT count(*) FROM eventhub.events e WHERE e.organization_id = s.organization)"
-					   " FROM eventhub.organization_states s"
-					   " WHERE $1::text IS NULL OR s.organization = $1"
-					   " ORDER BY s.organization",
-					   1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (ncols > 16)
+		ncols = 16;
+	for (int j = 0; j < ncols; j++)
 	{
-		report_result_error("status failed", res, conn);
-		PQclear(res);
-		PQfinish(conn);
-		return 1;
-	}
-	n = PQntuples(res);
-	if (n == 0 && o->norgs)
-	{
-		fprintf(stderr, "eventhub: organization \"%s\" is not registered\n", o->orgs[0]);
-		PQclear(res);
-		PQfinish(conn);
-		return 1;
-	}
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < 5; j++)
+		Oid			type = PQftype(res, j);
+
+		width[j] = (int) strlen(PQfname(res, j));
+		right[j] = (type == 20 || type == 21 || type == 23 || type == 1700);	/* int8, int2, int4, numeric */
+		for (int i = 0; i < nrows; i++)
 		{
 			int			len = (int) strlen(PQgetvalue(res, i, j));
 
 			if (len > width[j])
 				width[j] = len;
 		}
-	printf("%-*s  %*s  %-*s  %-*s  %*s\n", width[0], headers[0], width[1], headers[1],
-		   width[2], headers[2], width[3], headers[3], width[4], headers[4]);
-	for (int i = 0; i < n; i++)
-		printf("%-*s  %*s  %-*s  %-*s  %*s\n",
-			   width[0], PQgetvalue(res, i, 0), width[1], PQgetvalue(res, i, 1),
-			   width[2], PQgetvalue(res, i, 2), width[3], PQgetvalue(res, i, 3),
-			   width[4], PQgetvalue(res, i, 4));
-	PQclear(res);
+	}
+	for (int i = -1; i < nrows; i++)
+	{
+		for (int j = 0; j < ncols; j++)
+		{
+			const char *v = i < 0 ? PQfname(res, j) : PQgetvalue(res, i, j);
+
+			if (i < 0)
+			{
+				for (const char *p = v; *p; p++)
+					putchar(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+				printf("%*s", width[j] - (int) strlen(v), "");
+			}
+			else
+				printf(right[j] ? "%*s" : "%-*s", width[j], v);
+			if (j < ncols - 1)
+				fputs("  ", stdout);
+		}
+		putchar('\n');
+	}
+}
+
+/* Runs a query with the --org filter as $1; reports failures. */
+static PGresult *
+status_query(PGconn *conn, const char *sql, const cli_options *o)
+{
+	const char *params[1] = {o->norgs ? o->orgs[0] : NULL};
+	PGresult   *res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		report_result_error("status failed", res, conn);
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+#define STATUS_ORGS_SQL \
+	"SELECT s.organization, s.revision, s.version_id," \
+	" to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS updated_at," \
+	" (SELECT count(*) FROM eventhub.events e WHERE e.organization_id = s.organization) AS kept_events" \
+	" FROM eventhub.organization_states s" \
+	" WHERE $1::text IS NULL OR s.organization = $1" \
+	" ORDER BY s.organization"
+
+#define STATUS_REPLICAS_SQL \
+	"SELECT replica_id AS replica, state, COALESCE(organization_id, '') AS organization," \
+	" applied_revision AS applied, head_revision AS head, lag_revisions AS lag," \
+	" COALESCE(date_trunc('second', behind_for)::text, 'unknown') AS behind_for," \
+	" date_trunc('second', since_heartbeat)::text AS since_heartbeat," \
+	" COALESCE(config_hash, '') AS config_hash," \
+	" CASE hash_agrees WHEN true THEN 'yes' WHEN false THEN 'NO' ELSE '' END AS hash_agrees" \
+	" FROM eventhub.replica_status" \
+	" WHERE $1::text IS NULL OR organization_id = $1" \
+	" ORDER BY replica_id, organization_id"
+
+#define STATUS_JSON_SQL \
+	"SELECT json_build_object(" \
+	" 'organizations', COALESCE((SELECT json_agg(json_build_object(" \
+	"   'organization', s.organization, 'revision', s.revision, 'version_id', s.version_id," \
+	"   'updated_at', s.updated_at," \
+	"   'kept_events', (SELECT count(*) FROM eventhub.events e WHERE e.organization_id = s.organization))" \
+	"   ORDER BY s.organization)" \
+	"  FROM eventhub.organization_states s WHERE $1::text IS NULL OR s.organization = $1), '[]')," \
+	" 'replicas', COALESCE((SELECT json_agg(json_build_object(" \
+	"   'replica_id', r.replica_id, 'state', r.state, 'organization_id', r.organization_id," \
+	"   'head_revision', r.head_revision, 'applied_revision', r.applied_revision," \
+	"   'lag_revisions', r.lag_revisions," \
+	"   'behind_for_seconds', extract(epoch FROM r.behind_for)," \
+	"   'since_heartbeat_seconds', extract(epoch FROM r.since_heartbeat)," \
+	"   'applied_version_id', r.applied_version_id, 'applied_at', r.applied_at," \
+	"   'config_hash', r.config_hash, 'hash_agrees', r.hash_agrees, 'labels', r.labels," \
+	"   'version', r.version, 'started_at', r.started_at, 'last_heartbeat', r.last_heartbeat)" \
+	"   ORDER BY r.replica_id, r.organization_id)" \
+	"  FROM eventhub.replica_status r WHERE $1::text IS NULL OR r.organization_id = $1), '[]'))"
+
+#define STATUS_LAGGING_SQL \
+	"SELECT replica_id, organization_id, lag_revisions FROM eventhub.replica_status" \
+	" WHERE state = 'live' AND lag_revisions > $2::bigint" \
+	" AND ($1::text IS NULL OR organization_id = $1)" \
+	" ORDER BY lag_revisions DESC, replica_id, organization_id"
+
+static int
+run_status(const cli_options *o)
+{
+	PGconn	   *conn = connect_or_report(o->conninfo);
+	PGresult   *res;
+	int			status = 0;
+
+	if (!conn)
+		return 1;
+	if (o->json)
+	{
+		if (!(res = status_query(conn, STATUS_JSON_SQL, o)))
+			status = 1;
+		else
+		{
+			printf("%s\n", PQgetvalue(res, 0, 0));
+			PQclear(res);
+		}
+	}
+	else if (!(res = status_query(conn, STATUS_ORGS_SQL, o)))
+		status = 1;
+	else
+	{
+		if (PQntuples(res) == 0 && o->norgs)
+		{
+			fprintf(stderr, "eventhub: organization \"%s\" is not registered\n", o->orgs[0]);
+			status = 1;
+		}
+		else
+			print_table(res);
+		PQclear(res);
+		if (status == 0 && (res = status_query(conn, STATUS_REPLICAS_SQL, o)) != NULL)
+		{
+			putchar('\n');
+			if (PQntuples(res) == 0)
+				printf("no replicas report heartbeats\n");
+			else
+				print_table(res);
+			PQclear(res);
+		}
+		else
+			status = 1;
+	}
+
+	if (status == 0 && o->fail_if_lag >= 0)
+	{
+		char		limit[24];
+		const char *params[2] = {o->norgs ? o->orgs[0] : NULL, limit};
+
+		snprintf(limit, sizeof(limit), "%lld", (long long) o->fail_if_lag);
+		res = PQexecParams(conn, STATUS_LAGGING_SQL, 2, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			report_result_error("status failed", res, conn);
+			status = 1;
+		}
+		else
+		{
+			for (int i = 0; i < PQntuples(res); i++)
+				fprintf(stderr, "eventhub: replica \"%s\" is %s revisions behind on organization \"%s\"\n",
+						PQgetvalue(res, i, 0), PQgetvalue(res, i, 2), PQgetvalue(res, i, 1));
+			if (PQntuples(res) > 0)
+				status = EXIT_LAGGING;
+		}
+		PQclear(res);
+	}
 	PQfinish(conn);
-	return 0;
+	return status;
 }
 
 static int
@@ -376,6 +484,7 @@ main(int argc, char **argv)
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND;	/* a second signal ends the process at once */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 

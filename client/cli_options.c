@@ -50,13 +50,20 @@ static const char usage_watch[] =
 "  --count N              exit 0 after N events\n"
 "  --timeout SECONDS      exit 3 if this time passes first\n"
 "  --poll-interval MS     poll organization_states this often (default 5000)\n"
-"  --no-listen            do not LISTEN; poll only\n";
+"  --no-listen            do not LISTEN; poll only\n"
+"  --replica-id ID        report progress as this replica (eventhub.heartbeat)\n"
+"  --labels JSON          the replica's labels, a JSON object\n"
+"  --heartbeat-interval MS  heartbeat this often (default 10000)\n";
 
 static const char usage_status[] =
-"Usage: eventhub status [--org ORG]\n"
+"Usage: eventhub status [--org ORG] [--json] [--fail-if-lag N]\n"
 "\n"
 "Prints each organization's head revision, version id, last update and\n"
-"number of kept events.\n";
+"number of kept events, then each replica's progress (eventhub.replica_status).\n"
+"  --org ORG              only this organization\n"
+"  --json                 one JSON object instead of tables\n"
+"  --fail-if-lag N        exit 4 when a live replica is more than N revisions\n"
+"                         behind (a readiness or alerting probe)\n";
 
 static const char usage_cleanup[] =
 "Usage: eventhub cleanup --older-than DURATION\n"
@@ -102,7 +109,8 @@ parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
 enum
 {
 	OPT_ORG = 1000, OPT_TYPE, OPT_ACTION, OPT_ENTITY, OPT_CORRELATION, OPT_DATA,
-	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP
+	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP,
+	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG
 };
 
 int
@@ -121,6 +129,11 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		{"poll-interval", required_argument, NULL, OPT_POLL},
 		{"no-listen", no_argument, NULL, OPT_NO_LISTEN},
 		{"older-than", required_argument, NULL, OPT_OLDER_THAN},
+		{"replica-id", required_argument, NULL, OPT_REPLICA},
+		{"labels", required_argument, NULL, OPT_LABELS},
+		{"heartbeat-interval", required_argument, NULL, OPT_HEARTBEAT},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"fail-if-lag", required_argument, NULL, OPT_FAIL_IF_LAG},
 		{"dbname", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0}
@@ -132,6 +145,7 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 	memset(opts, 0, sizeof(*opts));
 	opts->after = -1;
 	opts->timeout_s = -1;
+	opts->fail_if_lag = -1;
 	err[0] = '\0';
 
 	/* Global options before the command: -d CONNINFO, --help. */
@@ -266,6 +280,31 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			case OPT_OLDER_THAN:
 				opts->older_than = optarg;
 				break;
+			case OPT_REPLICA:
+				opts->replica_id = optarg;
+				break;
+			case OPT_LABELS:
+				opts->labels = optarg;
+				break;
+			case OPT_HEARTBEAT:
+				if (parse_int64(optarg, 100, 86400000, &v) != 0)
+				{
+					snprintf(err, errlen, "--heartbeat-interval needs milliseconds from 100 to 86400000, not \"%s\"", optarg);
+					return -1;
+				}
+				opts->heartbeat_interval_ms = (int) v;
+				break;
+			case OPT_JSON:
+				opts->json = 1;
+				break;
+			case OPT_FAIL_IF_LAG:
+				if (parse_int64(optarg, 0, INT64_MAX, &v) != 0)
+				{
+					snprintf(err, errlen, "--fail-if-lag needs a number of revisions >= 0, not \"%s\"", optarg);
+					return -1;
+				}
+				opts->fail_if_lag = v;
+				break;
 			case ':':
 				snprintf(err, errlen, "%s needs a value", argv[first + optind - 1]);
 				return -1;
@@ -291,8 +330,11 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 											  opts->correlation_id || opts->data),
 			 "--type, --action, --entity, --correlation-id or --data");
 	ONLY_FOR(opts->command == CMD_WATCH || !(opts->after >= 0 || opts->count || opts->timeout_s > 0 ||
-											opts->poll_interval_ms || opts->no_listen),
-			 "--after, --count, --timeout, --poll-interval or --no-listen");
+											opts->poll_interval_ms || opts->no_listen || opts->replica_id ||
+											opts->labels || opts->heartbeat_interval_ms),
+			 "--after, --count, --timeout, --poll-interval, --no-listen, --replica-id, --labels or --heartbeat-interval");
+	ONLY_FOR(opts->command == CMD_STATUS || !(opts->json || opts->fail_if_lag >= 0),
+			 "--json or --fail-if-lag");
 	ONLY_FOR(opts->command == CMD_CLEANUP || !opts->older_than, "--older-than");
 
 	switch (opts->command)
@@ -313,6 +355,16 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			break;
 		case CMD_WATCH:
 			REQUIRED(opts->norgs, "at least one --org");
+			if ((opts->labels || opts->heartbeat_interval_ms) && !opts->replica_id)
+			{
+				snprintf(err, errlen, "--labels and --heartbeat-interval need --replica-id");
+				return -1;
+			}
+			if (opts->replica_id && !opts->replica_id[0])
+			{
+				snprintf(err, errlen, "--replica-id must not be empty");
+				return -1;
+			}
 			for (int i = 0; i < opts->norgs; i++)
 				for (int j = 0; j < i; j++)
 					if (strcmp(opts->orgs[i], opts->orgs[j]) == 0)

@@ -40,6 +40,13 @@ typedef struct cli_options
 	double		timeout_s;		/* < 0: none */
 	int			poll_interval_ms;	/* 0: library default */
 	int			no_listen;
+	const char *replica_id;		/* heartbeats as this replica */
+	const char *labels;			/* its labels, a JSON object */
+	int			heartbeat_interval_ms;	/* 0: library default */
+
+	/* status */
+	int			json;
+	int64_t		fail_if_lag;	/* -1: off */
 
 	/* cleanup */
 	const char *older_than;

@@ -27,14 +27,21 @@
 #define DEFAULT_BATCH_SIZE 1000
 #define DEFAULT_BACKOFF_INITIAL_MS 100
 #define DEFAULT_BACKOFF_MAX_MS 30000
+#define DEFAULT_HEARTBEAT_INTERVAL_MS 10000
 
-/* Fetch query: ISO 8601 UTC timestamps whatever the session's settings. */
+/*
+ * Fetch query: ISO 8601 UTC timestamps whatever the session's settings, the
+ * delivery lag by the server's clock, and the version of the event at the
+ * cursor, to notice a rewritten history before delivering past it.
+ */
 #define FETCH_SQL \
 	"SELECT organization_id, revision, version_id::text," \
 	" to_char(processed_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
 	" to_char(originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
 	" event_type, action, entity_id, correlation_id, event_data::text," \
-	" (extract(epoch FROM clock_timestamp() - processed_timestamp) * 1000)::float8" \
+	" (extract(epoch FROM clock_timestamp() - processed_timestamp) * 1000)::float8," \
+	" (SELECT c.version_id::text FROM eventhub.events c" \
+	"   WHERE c.organization_id = $1 AND c.revision = $2)" \
 	" FROM eventhub.events_since($1, $2, $3)"
 
 /*
@@ -54,6 +61,8 @@ typedef struct eh_sub
 	int64_t		cursor;			/* last delivered revision; -1: waiting for the head */
 	char		version[EH_VERSION_ID_LEN + 1];	/* version_id at the cursor, "" unknown */
 	int			needs_fetch;	/* a newer revision is known to exist */
+	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
+	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
 	struct eh_sub *next;
 } eh_sub;
 
@@ -76,6 +85,12 @@ struct eh_client
 
 	eh_sub	   *subs;
 	int			stop;			/* the event callback asked to stop */
+
+	char	   *replica_id;		/* NULL: no heartbeats */
+	char	   *replica_labels;
+	char	   *replica_version;
+	int			heartbeat_interval_ms;
+	int64_t		next_heartbeat_at;	/* monotonic ms; 0: now */
 
 	eh_event_cb event_cb;
 	void	   *event_arg;
@@ -275,6 +290,7 @@ eh_connect(eh_client *c)
 	}
 	/* Catch up every subscription: a notification may have been missed. */
 	c->next_poll_at = 0;
+	c->next_heartbeat_at = 0;
 	return EH_OK;
 }
 
@@ -293,8 +309,62 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 	s->cursor = head;
 	snprintf(s->version, sizeof(s->version), "%s", head_version ? head_version : "");
 	s->needs_fetch = 0;
+	s->acked = -1;				/* the reload covers the head */
 	if (c->resync_cb)
 		c->resync_cb(c, s->org, reason, head, c->resync_arg);
+}
+
+/* A growing string; oom is set, and appends stop, when memory runs out. */
+typedef struct strbuf
+{
+	char	   *data;
+	size_t		len;
+	size_t		cap;
+	int			oom;
+} strbuf;
+
+static void
+sb_append(strbuf *b, const char *str, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap)
+	{
+		size_t		ncap = (b->len + n + 1) * 2;
+		char	   *d = realloc(b->data, ncap);
+
+		if (!d)
+		{
+			b->oom = 1;
+			return;
+		}
+		b->data = d;
+		b->cap = ncap;
+	}
+	memcpy(b->data + b->len, str, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+static void
+sb_puts(strbuf *b, const char *str)
+{
+	sb_append(b, str, strlen(str));
+}
+
+/* Appends str as a JSON string. */
+static void
+sb_json_string(strbuf *b, const char *str)
+{
+	char	   *quoted = ehi_json_quote(str);
+
+	if (!quoted)
+	{
+		b->oom = 1;
+		return;
+	}
+	sb_puts(b, quoted);
+	free(quoted);
 }
 
 /* Appends str to a PostgreSQL array literal in buf, quoted. */
@@ -504,6 +574,19 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 		}
 
 		n = PQntuples(res);
+		if (n > 0 && s->version[0] && !PQgetisnull(res, 0, 11) &&
+			strcmp(PQgetvalue(res, 0, 11), s->version) != 0)
+		{
+			int64_t		head;
+			char		version[EH_VERSION_ID_LEN + 1];
+			int			rc;
+
+			PQclear(res);
+			if ((rc = read_head(c, s->org, &head, version)) != EH_OK)
+				return rc;
+			resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, version);
+			return EH_OK;
+		}
 		for (int i = 0; i < n; i++)
 		{
 			eh_event	ev;
@@ -545,6 +628,74 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 		if (n < c->batch_size && !c->stop)
 			s->needs_fetch = 0;
 	}
+	return EH_OK;
+}
+
+/*
+ * Reports this replica's progress with eventhub.heartbeat().  A refusal is
+ * logged, not fatal: delivery goes on.
+ */
+static int
+send_heartbeat(eh_client *c)
+{
+	strbuf		progress = {NULL, 0, 0, 0};
+	const char *params[4];
+	PGresult   *res;
+	int			first = 1;
+
+	c->next_heartbeat_at = now_ms() + c->heartbeat_interval_ms;
+	sb_puts(&progress, "{");
+	for (eh_sub *s = c->subs; s; s = s->next)
+	{
+		int64_t		applied = s->acked >= 0 ? s->acked : s->cursor;
+		char		num[32];
+
+		if (s->cursor < 0)
+			continue;
+		if (!first)
+			sb_puts(&progress, ", ");
+		first = 0;
+		sb_json_string(&progress, s->org);
+		snprintf(num, sizeof(num), ": {\"revision\": %lld", (long long) applied);
+		sb_puts(&progress, num);
+		if (applied == s->cursor && s->version[0])
+		{
+			sb_puts(&progress, ", \"version_id\": ");
+			sb_json_string(&progress, s->version);
+		}
+		if (s->config_hash)
+		{
+			sb_puts(&progress, ", \"config_hash\": ");
+			sb_json_string(&progress, s->config_hash);
+		}
+		sb_puts(&progress, "}");
+	}
+	sb_puts(&progress, "}");
+	if (progress.oom)
+	{
+		free(progress.data);
+		set_error(c, "out of memory");
+		return EH_ERR_MEMORY;
+	}
+
+	params[0] = c->replica_id;
+	params[1] = progress.data;
+	params[2] = c->replica_labels;
+	params[3] = c->replica_version;
+	res = PQexecParams(c->conn, "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)",
+					   4, NULL, params, NULL, NULL, 0);
+	free(progress.data);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		set_result_error(c, res, "heartbeat failed");
+		PQclear(res);
+		if (!check_connection(c))
+			return EH_ERR_CONNECTION;
+		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
+		return EH_OK;
+	}
+	PQclear(res);
+	c->stats.heartbeats++;
 	return EH_OK;
 }
 
@@ -596,7 +747,7 @@ int
 eh_process(eh_client *c)
 {
 	int			delivered = 0;
-	int			rc = EH_OK;
+	int			rc;
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
@@ -619,25 +770,27 @@ eh_process(eh_client *c)
 		return 0;
 	}
 
+	/*
+	 * A notification that arrives while one of our queries runs is queued by
+	 * libpq, not left on the socket: drain the queue after every query, and
+	 * go round again while anything is pending.
+	 */
 	for (int round = 0; round < 100 && c->conn && !c->stop; round++)
 	{
 		drain_notifications(c);
-		if (now_ms() >= c->next_poll_at)
-		{
-			rc = check_state(c);
-			if (rc == EH_ERR_MEMORY)
-				return rc;
-			if (rc != EH_OK)
-				break;
-		}
+		if (now_ms() >= c->next_poll_at && check_state(c) == EH_ERR_MEMORY)
+			return EH_ERR_MEMORY;
+		if (c->conn && c->replica_id && now_ms() >= c->next_heartbeat_at &&
+			send_heartbeat(c) == EH_ERR_MEMORY)
+			return EH_ERR_MEMORY;
+		drain_notifications(c);
 		if (!any_fetch_pending(c))
 			break;
 		for (eh_sub *s = c->subs; s && c->conn && !c->stop; s = s->next)
 		{
 			if (!s->needs_fetch)
 				continue;
-			rc = fetch(c, s, &delivered);
-			if (rc == EH_ERR_CONNECTION)
+			if (fetch(c, s, &delivered) == EH_ERR_CONNECTION)
 				break;
 		}
 	}
@@ -656,6 +809,8 @@ eh_next_timeout_ms(const eh_client *c)
 		return 0;
 	now = now_ms();
 	at = c->conn ? c->next_poll_at : c->reconnect_at;
+	if (c->conn && c->replica_id && c->next_heartbeat_at < at)
+		at = c->next_heartbeat_at;
 	if (at <= now)
 		return 0;
 	return at - now > 3600000 ? 3600000 : (int) (at - now);
@@ -692,8 +847,11 @@ eh_wait(eh_client *c, int timeout_ms)
 		pfd.fd = eh_socket(c);
 		pfd.events = POLLIN;
 		pfd.revents = 0;
-		if (poll(&pfd, pfd.fd >= 0 ? 1 : 0, wait) < 0 && errno != EINTR)
+		if (poll(&pfd, pfd.fd >= 0 ? 1 : 0, wait) < 0)
 		{
+			/* A signal: return, so that the caller can look at its flags. */
+			if (errno == EINTR)
+				return 0;
 			set_error(c, "poll failed: %s", strerror(errno));
 			return EH_ERR_CONNECTION;
 		}
@@ -719,6 +877,7 @@ eh_client_new(const char *conninfo)
 	c->backoff_initial_ms = DEFAULT_BACKOFF_INITIAL_MS;
 	c->backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
 	c->backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->heartbeat_interval_ms = DEFAULT_HEARTBEAT_INTERVAL_MS;
 	c->rng = ((uint64_t) now_ms() << 20) ^ (uint64_t) getpid() ^ (uint64_t) (uintptr_t) c;
 	if (c->rng == 0)
 		c->rng = 0x9E3779B97F4A7C15ULL;
@@ -733,16 +892,30 @@ eh_client_free(eh_client *c)
 	if (!c)
 		return;
 	if (c->conn)
+	{
+		/* An orderly close: the replica stops holding retention now. */
+		if (c->replica_id && PQstatus(c->conn) == CONNECTION_OK)
+		{
+			const char *params[1] = {c->replica_id};
+
+			PQclear(PQexecParams(c->conn, "SELECT eventhub.deregister_replica($1)",
+								 1, NULL, params, NULL, NULL, 0));
+		}
 		PQfinish(c->conn);
+	}
 	s = c->subs;
 	while (s)
 	{
 		eh_sub	   *next = s->next;
 
 		free(s->org);
+		free(s->config_hash);
 		free(s);
 		s = next;
 	}
+	free(c->replica_id);
+	free(c->replica_labels);
+	free(c->replica_version);
 	free(c->conninfo);
 	free(c);
 }
@@ -836,6 +1009,97 @@ eh_set_reconnect_backoff(eh_client *c, int initial_ms, int max_ms)
 	return EH_OK;
 }
 
+/* Replaces *field with a copy of value (NULL allowed). */
+static int
+replace_string(eh_client *c, char **field, const char *value)
+{
+	char	   *copy = NULL;
+
+	if (value && !(copy = strdup(value)))
+	{
+		set_error(c, "out of memory");
+		return EH_ERR_MEMORY;
+	}
+	free(*field);
+	*field = copy;
+	return EH_OK;
+}
+
+int
+eh_set_replica(eh_client *c, const char *replica_id, const char *labels_json, const char *version)
+{
+	int			rc;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (!replica_id || !replica_id[0])
+	{
+		set_error(c, "replica id must not be empty");
+		return EH_ERR_ARGUMENT;
+	}
+	if (c->conn)
+	{
+		set_error(c, "eh_set_replica must be called before connecting");
+		return EH_ERR_ARGUMENT;
+	}
+	if ((rc = replace_string(c, &c->replica_id, replica_id)) != EH_OK ||
+		(rc = replace_string(c, &c->replica_labels, labels_json)) != EH_OK ||
+		(rc = replace_string(c, &c->replica_version, version)) != EH_OK)
+		return rc;
+	return EH_OK;
+}
+
+int
+eh_set_heartbeat_interval(eh_client *c, int interval_ms)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (interval_ms < 100)
+	{
+		set_error(c, "heartbeat interval must be at least 100 ms, not %d", interval_ms);
+		return EH_ERR_ARGUMENT;
+	}
+	c->heartbeat_interval_ms = interval_ms;
+	return EH_OK;
+}
+
+int
+eh_set_config_hash(eh_client *c, const char *org, const char *config_hash)
+{
+	eh_sub	   *s = (c && org) ? find_sub(c, org) : NULL;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (!s)
+	{
+		set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
+		return EH_ERR_ARGUMENT;
+	}
+	return replace_string(c, &s->config_hash, config_hash);
+}
+
+int
+eh_ack(eh_client *c, const char *org, int64_t revision)
+{
+	eh_sub	   *s = (c && org) ? find_sub(c, org) : NULL;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (!s)
+	{
+		set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
+		return EH_ERR_ARGUMENT;
+	}
+	if (revision < 0 || revision > s->cursor)
+	{
+		set_error(c, "cannot acknowledge revision %lld of \"%s\": delivered up to %lld",
+				  (long long) revision, org, (long long) s->cursor);
+		return EH_ERR_ARGUMENT;
+	}
+	s->acked = revision;
+	return EH_OK;
+}
+
 int
 eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
 {
@@ -867,6 +1131,7 @@ eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
 		return EH_ERR_MEMORY;
 	}
 	s->cursor = after_revision;
+	s->acked = -1;
 	/* Subscriptions keep their order: the state query relies on it. */
 	for (tail = &c->subs; *tail; tail = &(*tail)->next)
 		;
@@ -888,6 +1153,7 @@ eh_unsubscribe(eh_client *c, const char *org)
 
 			*p = s->next;
 			free(s->org);
+			free(s->config_hash);
 			free(s);
 			return EH_OK;
 		}

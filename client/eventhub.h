@@ -95,6 +95,7 @@ typedef struct eh_stats
 	uint64_t	resyncs;		/* resync callbacks */
 	double		last_lag_ms;	/* for the last event delivered: server clock at
 								 * fetch minus its processed_timestamp */
+	uint64_t	heartbeats;		/* heartbeats recorded by the server */
 } eh_stats;
 
 /*
@@ -194,8 +195,9 @@ int			eh_process(eh_client *client);
 
 /*
  * Waits up to timeout_ms (-1: forever) for events, processing as they come;
- * returns as soon as at least one event was delivered, or at the timeout.
- * Returns the number delivered (0 at a timeout) or a negative EH_ERR_* code.
+ * returns as soon as at least one event was delivered, at the timeout, or
+ * when a signal interrupts the wait.  Returns the number delivered (0 at a
+ * timeout or signal) or a negative EH_ERR_* code.
  */
 int			eh_wait(eh_client *client, int timeout_ms);
 
@@ -208,6 +210,35 @@ int			eh_wait(eh_client *client, int timeout_ms);
 int			eh_publish(eh_client *client, const char *organization_id, const char *event_type,
 					   const char *action, const char *entity_id, const char *correlation_id,
 					   const char *event_data, int64_t *revision);
+
+/*
+ * Replica registry.  With a replica id, the client reports its progress with
+ * eventhub.heartbeat() right after connecting and then every heartbeat
+ * interval: per subscription, the revision applied (by default the last
+ * event whose callback returned; see eh_ack), its version_id and the
+ * configuration hash set with eh_set_config_hash().  eh_client_free()
+ * deregisters the replica when it can.  labels_json (a JSON object) and
+ * version may be NULL.  Call before connecting.
+ */
+int			eh_set_replica(eh_client *client, const char *replica_id, const char *labels_json,
+						   const char *version);
+
+/* Heartbeat interval in milliseconds (default 10000, at least 100). */
+int			eh_set_heartbeat_interval(eh_client *client, int interval_ms);
+
+/*
+ * The hash of the configuration the application now serves for a
+ * subscribed organization, sent with the next heartbeats (NULL clears it).
+ */
+int			eh_set_config_hash(eh_client *client, const char *organization_id, const char *config_hash);
+
+/*
+ * For applications that apply events after the callback returns (say, from
+ * a queue): report revision as applied instead of the callback's progress.
+ * From the first call on for an organization, heartbeats report the
+ * acknowledged revision; it may not exceed the cursor.
+ */
+int			eh_ack(eh_client *client, const char *organization_id, int64_t revision);
 
 /* Copies the counters into *stats. */
 void		eh_get_stats(const eh_client *client, eh_stats *stats);

@@ -19,4 +19,10 @@
 int			ehi_parse_payload(const char *payload, char **organization_id,
 							 int64_t *revision, char version_id[EH_VERSION_ID_LEN + 1]);
 
+/*
+ * Returns str as a quoted JSON string (control characters as \u00XX; other
+ * bytes, UTF-8 included, as they are).  malloc'd; NULL when out of memory.
+ */
+char	   *ehi_json_quote(const char *str);
+
 #endif							/* EVENTHUB_INTERNAL_H */

@@ -173,7 +173,23 @@ test_cli(void)
 	check(parse(&o, err, "watch", "--org", "a", "stray", NULL) == -1 && strstr(err, "unexpected"),
 		  "cli: stray argument");
 
-	check(parse(&o, err, "status", NULL) == 0 && o.command == CMD_STATUS && o.norgs == 0, "cli: status");
+	check(parse(&o, err, "watch", "--org", "a", "--replica-id", "r1", "--labels", "{\"zone\": \"x\"}",
+				"--heartbeat-interval", "250", NULL) == 0 &&
+		  strcmp(o.replica_id, "r1") == 0 && strcmp(o.labels, "{\"zone\": \"x\"}") == 0 &&
+		  o.heartbeat_interval_ms == 250, "cli: watch as a replica");
+	check(parse(&o, err, "watch", "--org", "a", "--labels", "{}", NULL) == -1 && strstr(err, "--replica-id"),
+		  "cli: --labels needs --replica-id");
+	check(parse(&o, err, "watch", "--org", "a", "--replica-id", "r", "--heartbeat-interval", "99", NULL) == -1,
+		  "cli: --heartbeat-interval below 100");
+	check(parse(&o, err, "watch", "--org", "a", "--replica-id", "", NULL) == -1, "cli: empty --replica-id");
+	check(parse(&o, err, "status", NULL) == 0 && o.command == CMD_STATUS && o.norgs == 0 &&
+		  !o.json && o.fail_if_lag == -1, "cli: status");
+	check(parse(&o, err, "status", "--json", "--fail-if-lag", "0", NULL) == 0 && o.json && o.fail_if_lag == 0,
+		  "cli: status --json --fail-if-lag 0");
+	check(parse(&o, err, "status", "--fail-if-lag", "-1", NULL) == -1, "cli: negative --fail-if-lag");
+	check(parse(&o, err, "watch", "--org", "a", "--json", NULL) == -1 && strstr(err, "does not take"),
+		  "cli: watch refuses --json");
+	check(parse(&o, err, "status", "--replica-id", "r", NULL) == -1, "cli: status refuses --replica-id");
 	check(parse(&o, err, "status", "--org", "a", NULL) == 0 && o.norgs == 1, "cli: status --org");
 	check(parse(&o, err, "status", "--org", "a", "--org", "b", NULL) == -1, "cli: status takes one --org");
 	check(parse(&o, err, "cleanup", "--older-than", "1h", NULL) == 0 && strcmp(o.older_than, "1h") == 0,
@@ -216,6 +232,17 @@ test_library_options(void)
 	check(eh_unsubscribe(c, "acme") == EH_OK && eh_cursor(c, "acme") == -1 &&
 		  eh_unsubscribe(c, "acme") == EH_ERR_ARGUMENT, "lib: unsubscribe");
 	check(eh_set_listen(c, 0) == EH_OK && !eh_is_listening(c), "lib: listening can be turned off");
+	check(eh_set_replica(c, "", NULL, NULL) == EH_ERR_ARGUMENT && eh_set_replica(c, NULL, NULL, NULL) == EH_ERR_ARGUMENT,
+		  "lib: an empty replica id is refused");
+	check(eh_set_replica(c, "r1", "{}", "1.0") == EH_OK && eh_set_replica(c, "r2", NULL, NULL) == EH_OK,
+		  "lib: a replica id can be set and replaced");
+	check(eh_set_heartbeat_interval(c, 99) == EH_ERR_ARGUMENT && eh_set_heartbeat_interval(c, 100) == EH_OK,
+		  "lib: heartbeat interval bounds");
+	check(eh_set_config_hash(c, "nobody", "h") == EH_ERR_ARGUMENT && eh_set_config_hash(c, "globex", "h") == EH_OK &&
+		  eh_set_config_hash(c, "globex", NULL) == EH_OK, "lib: config hash only for subscribed organizations");
+	check(eh_ack(c, "globex", 0) == EH_ERR_ARGUMENT && strstr(eh_error_message(c), "delivered up to -1"),
+		  "lib: nothing can be acknowledged before delivery");
+	check(eh_ack(c, "nobody", 0) == EH_ERR_ARGUMENT, "lib: acknowledging an unknown organization is refused");
 	eh_get_stats(c, &st);
 	check(st.events_delivered == 0 && st.reconnects == 0 && st.polls == 0, "lib: counters start at zero");
 	check(eh_subscribe(NULL, "a", 0) == EH_ERR_ARGUMENT && eh_process(NULL) == EH_ERR_ARGUMENT &&

@@ -22,6 +22,9 @@ char	   *eventhub_database = NULL;
 int			eventhub_retention = 3600;
 int			eventhub_maintenance_interval = 60000;
 int			eventhub_cleanup_batch_size = 10000;
+int			eventhub_replica_ttl = 300;
+bool		eventhub_retain_until_applied = true;
+int			eventhub_max_retention = 86400;
 
 /*
  * Defines the eventhub.* settings.
@@ -66,6 +69,35 @@ DefineSettings(void)
 							1, 1000000,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.replica_ttl",
+							"Sets how long a replica may go without a heartbeat before it is stale.",
+							"A stale replica holds no retention; maintenance removes it after twice this time.",
+							&eventhub_replica_ttl,
+							300,
+							1, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("eventhub.retain_until_applied",
+							 "Keeps expired events until every live replica has applied them.",
+							 "Up to eventhub.max_retention; stale replicas hold nothing.",
+							 &eventhub_retain_until_applied,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.max_retention",
+							"Sets the longest an event is kept for a live replica that has not applied it.",
+							"After this, retention deletes it anyway and that replica resyncs.",
+							&eventhub_max_retention,
+							86400,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 #if PG_VERSION_NUM >= 150000

@@ -24,11 +24,22 @@ extern char *eventhub_database;
 extern int	eventhub_retention;			/* seconds */
 extern int	eventhub_maintenance_interval;	/* milliseconds */
 extern int	eventhub_cleanup_batch_size;
+extern int	eventhub_replica_ttl;		/* seconds */
+extern bool eventhub_retain_until_applied;
+extern int	eventhub_max_retention;		/* seconds */
 extern void _PG_init(void);
 
 /* retention.c */
-extern int64 EventhubDeleteExpiredBatch(TimestampTz cutoff, int batch_size);
-extern TimestampTz EventhubRetentionCutoff(void);
+typedef struct EventhubRetention
+{
+	TimestampTz expired_before;	/* eventhub.retention */
+	TimestampTz forced_before;	/* eventhub.max_retention, or +infinity */
+	TimestampTz live_since;		/* heartbeats after this are live replicas */
+} EventhubRetention;
+
+extern void EventhubRetentionNow(EventhubRetention *r);
+extern int64 EventhubDeleteExpiredBatch(const EventhubRetention *r, int batch_size);
+extern int64 EventhubRemoveStaleReplicas(void);
 
 /* worker.c */
 extern void EventhubRegisterWorker(void);

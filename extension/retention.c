@@ -21,35 +21,51 @@
 PG_FUNCTION_INFO_V1(run_maintenance);
 
 /*
- * The instant before which events have expired, by eventhub.retention.
+ * Fills *r with the instants that decide, as of now, which events retention
+ * deletes.
  */
-TimestampTz
-EventhubRetentionCutoff(void)
+void
+EventhubRetentionNow(EventhubRetention *r)
 {
-	return GetCurrentTimestamp() - (int64) eventhub_retention * USECS_PER_SEC;
+	TimestampTz now = GetCurrentTimestamp();
+
+	r->expired_before = now - (int64) eventhub_retention * USECS_PER_SEC;
+	if (eventhub_retain_until_applied)
+		r->forced_before = now - (int64) eventhub_max_retention * USECS_PER_SEC;
+	else
+		TIMESTAMP_NOEND(r->forced_before);
+	r->live_since = now - (int64) eventhub_replica_ttl * USECS_PER_SEC;
 }
 
 /*
- * Deletes at most batch_size events processed before cutoff, oldest first,
- * and returns how many it deleted.  The caller has connected to SPI and set
- * up a transaction.  Rows another deleter holds are skipped, not waited for.
+ * Deletes at most batch_size expired events, oldest first, and returns how
+ * many it deleted.  An expired event stays while a live replica that
+ * follows its organization has not applied it, unless it is older than
+ * eventhub.max_retention.  The caller has connected to SPI and set up a
+ * transaction.  Rows another deleter holds are skipped, not waited for.
  */
 int64
-EventhubDeleteExpiredBatch(TimestampTz cutoff, int batch_size)
+EventhubDeleteExpiredBatch(const EventhubRetention *r, int batch_size)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2];
+	Oid			argtypes[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[4];
 	int			ret;
 
 	if (plan == NULL)
 	{
 		SPIPlanPtr	p = SPI_prepare("DELETE FROM eventhub.events WHERE ctid = ANY (ARRAY("
-									" SELECT ctid FROM eventhub.events"
-									" WHERE processed_timestamp < $1"
-									" ORDER BY processed_timestamp LIMIT $2"
-									" FOR UPDATE SKIP LOCKED))",
-									2, argtypes);
+									" SELECT e.ctid FROM eventhub.events e"
+									" WHERE e.processed_timestamp < $1"
+									" AND (e.processed_timestamp < $3 OR NOT EXISTS ("
+									"  SELECT FROM eventhub.replica_progress p"
+									"  JOIN eventhub.replicas r ON r.replica_id = p.replica_id"
+									"  WHERE p.organization_id = e.organization_id"
+									"  AND p.applied_revision < e.revision"
+									"  AND r.last_heartbeat >= $4))"
+									" ORDER BY e.processed_timestamp LIMIT $2"
+									" FOR UPDATE OF e SKIP LOCKED))",
+									4, argtypes);
 
 		if (p == NULL)
 			elog(ERROR, "could not prepare eventhub retention query: %s",
@@ -59,8 +75,10 @@ EventhubDeleteExpiredBatch(TimestampTz cutoff, int batch_size)
 		plan = p;
 	}
 
-	values[0] = TimestampTzGetDatum(cutoff);
+	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
+	values[2] = TimestampTzGetDatum(r->forced_before);
+	values[3] = TimestampTzGetDatum(r->live_since);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
@@ -69,27 +87,63 @@ EventhubDeleteExpiredBatch(TimestampTz cutoff, int batch_size)
 }
 
 /*
+ * Removes the replicas without a heartbeat for twice eventhub.replica_ttl
+ * (stale for a whole ttl), with their progress.  Returns how many.  The
+ * caller has connected to SPI and set up a transaction.
+ */
+int64
+EventhubRemoveStaleReplicas(void)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1];
+	int			ret;
+
+	if (plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare("DELETE FROM eventhub.replicas WHERE last_heartbeat < $1",
+									1, argtypes);
+
+		if (p == NULL)
+			elog(ERROR, "could not prepare eventhub replica query: %s",
+				 SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(p) != 0)
+			elog(ERROR, "could not keep eventhub replica query plan");
+		plan = p;
+	}
+	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
+									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: removing stale replicas failed: %s",
+			 SPI_result_code_string(ret));
+	return (int64) SPI_processed;
+}
+
+/*
  * run_maintenance() -> bigint
  *
- * One maintenance cycle on demand, in the caller's transaction: deletes the
- * events older than eventhub.retention, eventhub.cleanup_batch_size at a
- * time, and returns how many it deleted.  For servers where the background
+ * One maintenance cycle on demand, in the caller's transaction: removes
+ * stale replicas, deletes expired events eventhub.cleanup_batch_size at a
+ * time, and returns how many events it deleted.  For servers where the background
  * worker cannot be preloaded (run it from cron or pg_cron instead).
  */
 Datum
 run_maintenance(PG_FUNCTION_ARGS)
 {
-	TimestampTz cutoff = EventhubRetentionCutoff();
+	EventhubRetention r;
 	int			batch_size = eventhub_cleanup_batch_size;
 	int64		total = 0;
 	int64		deleted;
 
+	EventhubRetentionNow(&r);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
+	(void) EventhubRemoveStaleReplicas();
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		deleted = EventhubDeleteExpiredBatch(cutoff, batch_size);
+		deleted = EventhubDeleteExpiredBatch(&r, batch_size);
 		total += deleted;
 	} while (deleted == batch_size);
 	SPI_finish();

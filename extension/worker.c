@@ -107,10 +107,11 @@ ExtensionInstalled(void)
 static int64
 DeleteExpiredEvents(int *batches)
 {
-	TimestampTz cutoff = EventhubRetentionCutoff();
+	EventhubRetention r;
 	int64		total = 0;
 	int64		deleted;
 
+	EventhubRetentionNow(&r);
 	*batches = 0;
 	do
 	{
@@ -118,7 +119,7 @@ DeleteExpiredEvents(int *batches)
 
 		CHECK_FOR_INTERRUPTS();
 		BeginWork("eventhub: deleting expired events");
-		deleted = EventhubDeleteExpiredBatch(cutoff, batch_size);
+		deleted = EventhubDeleteExpiredBatch(&r, batch_size);
 		EndWork();
 		total += deleted;
 		(*batches)++;
@@ -175,12 +176,20 @@ eventhub_worker_main(Datum main_arg)
 		{
 			int			batches;
 			int64		deleted;
+			int64		replicas;
 
 			if (waiting_logged)
 				ereport(LOG,
 						(errmsg("eventhub background worker found the extension in database \"%s\"",
 								eventhub_database)));
 			waiting_logged = false;
+
+			BeginWork("eventhub: removing stale replicas");
+			replicas = EventhubRemoveStaleReplicas();
+			EndWork();
+			if (replicas > 0)
+				ereport(LOG,
+						(errmsg("eventhub removed " INT64_FORMAT " stale replicas", replicas)));
 
 			deleted = DeleteExpiredEvents(&batches);
 			if (deleted > 0)

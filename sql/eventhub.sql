@@ -276,6 +276,249 @@ COMMENT ON TRIGGER events_notify ON eventhub.events IS
 'Wakes listeners on channel eventhub when an event commits.';
 
 --
+-- Replica registry
+--
+
+CREATE TABLE eventhub.replicas (
+    replica_id     text PRIMARY KEY,
+    labels         jsonb NOT NULL DEFAULT '{}',
+    version        text,
+    started_at     timestamptz NOT NULL,
+    last_heartbeat timestamptz NOT NULL
+);
+
+COMMENT ON TABLE eventhub.replicas IS
+'Replicas that report their progress with eventhub.heartbeat(). Stale after eventhub.replica_ttl without a heartbeat; removed by maintenance after twice that.';
+COMMENT ON COLUMN eventhub.replicas.replica_id IS 'Id the replica chose, for example its pod name.';
+COMMENT ON COLUMN eventhub.replicas.labels IS 'Free-form JSON object the replica reports (zone, node, ...).';
+COMMENT ON COLUMN eventhub.replicas.version IS 'Software version the replica reports.';
+COMMENT ON COLUMN eventhub.replicas.started_at IS 'When the replica registered.';
+COMMENT ON COLUMN eventhub.replicas.last_heartbeat IS 'When the replica last called eventhub.heartbeat().';
+
+CREATE TABLE eventhub.replica_progress (
+    replica_id         text NOT NULL REFERENCES eventhub.replicas ON DELETE CASCADE,
+    organization_id    text NOT NULL,
+    applied_revision   bigint NOT NULL,
+    applied_version_id uuid,
+    applied_at         timestamptz NOT NULL,
+    config_hash        text,
+    CONSTRAINT replica_progress_pkey PRIMARY KEY (replica_id, organization_id)
+);
+
+-- Retention asks "does a live replica still need this event?" per event.
+CREATE INDEX replica_progress_organization_idx
+    ON eventhub.replica_progress (organization_id, applied_revision);
+
+COMMENT ON TABLE eventhub.replica_progress IS
+'Per replica and organization: the revision it has applied and the configuration it serves.';
+COMMENT ON COLUMN eventhub.replica_progress.replica_id IS 'The replica.';
+COMMENT ON COLUMN eventhub.replica_progress.organization_id IS 'An organization the replica follows.';
+COMMENT ON COLUMN eventhub.replica_progress.applied_revision IS 'The revision of the last event the replica applied.';
+COMMENT ON COLUMN eventhub.replica_progress.applied_version_id IS 'The version_id of that event, as the replica saw it.';
+COMMENT ON COLUMN eventhub.replica_progress.applied_at IS 'When the replica first reported this applied revision.';
+COMMENT ON COLUMN eventhub.replica_progress.config_hash IS 'Hash the application reports of the configuration it serves for the organization, to compare replicas.';
+
+CREATE FUNCTION eventhub.heartbeat(
+    replica_id text,
+    progress   jsonb,
+    labels     jsonb DEFAULT NULL,
+    version    text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    org      text;
+    entry    jsonb;
+    key      text;
+    rev      bigint;
+    head     bigint;
+BEGIN
+    IF replica_id IS NULL THEN
+        RAISE EXCEPTION 'replica_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF replica_id = '' THEN
+        RAISE EXCEPTION 'replica_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(replica_id) > 1024 THEN
+        RAISE EXCEPTION 'replica_id is too long' USING ERRCODE = 'string_data_right_truncation',
+            DETAIL = format('The value is %s bytes long; the limit is 1024 bytes.', octet_length(replica_id));
+    END IF;
+    IF progress IS NULL THEN
+        RAISE EXCEPTION 'progress must not be null' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Pass ''{}'' for a replica that follows no organization.';
+    END IF;
+    IF jsonb_typeof(progress) <> 'object' THEN
+        RAISE EXCEPTION 'progress must be a JSON object' USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Pass {"<organization>": {"revision": <applied revision>, "version_id": "<uuid>", "config_hash": "<hash>"}, ...}.';
+    END IF;
+    IF labels IS NOT NULL AND jsonb_typeof(labels) <> 'object' THEN
+        RAISE EXCEPTION 'labels must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- Check everything before writing anything.
+    FOR org, entry IN SELECT * FROM jsonb_each(progress) LOOP
+        IF org = '' OR octet_length(org) > 1024 THEN
+            RAISE EXCEPTION 'invalid organization id in progress' USING ERRCODE = 'invalid_parameter_value',
+                DETAIL = 'Organization ids are 1 to 1024 bytes long.';
+        END IF;
+        IF jsonb_typeof(entry) <> 'object' THEN
+            RAISE EXCEPTION 'progress of organization "%" must be a JSON object', org
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Pass {"revision": <applied revision>, "version_id": "<uuid>", "config_hash": "<hash>"}.';
+        END IF;
+        FOR key IN SELECT jsonb_object_keys(entry) LOOP
+            IF key NOT IN ('revision', 'version_id', 'config_hash') THEN
+                RAISE EXCEPTION 'unknown key "%" in progress of organization "%"', key, org
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'The keys are revision, version_id and config_hash.';
+            END IF;
+        END LOOP;
+        IF NOT entry ? 'revision' THEN
+            RAISE EXCEPTION 'progress of organization "%" has no revision', org
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF jsonb_typeof(entry->'revision') <> 'number' THEN
+            RAISE EXCEPTION 'revision of organization "%" must be an integer', org
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('It is %s.', entry->'revision');
+        END IF;
+        IF (entry->>'revision')::numeric <> trunc((entry->>'revision')::numeric)
+           OR (entry->>'revision')::numeric > 9223372036854775807 THEN
+            RAISE EXCEPTION 'revision of organization "%" must be an integer', org
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('It is %s.', entry->'revision');
+        END IF;
+        IF (entry->>'revision')::numeric < 0 THEN
+            RAISE EXCEPTION 'revision of organization "%" must not be negative', org
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('It is %s.', entry->'revision');
+        END IF;
+        rev := (entry->>'revision')::bigint;
+        SELECT s.revision INTO head FROM eventhub.organization_states s WHERE s.organization = org;
+        IF rev > COALESCE(head, 0) THEN
+            RAISE EXCEPTION 'revision % of organization "%" is above its head revision', rev, org
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('The head revision is %s.', COALESCE(head, 0)),
+                      HINT = 'Report the revision of the last event applied, from this database.';
+        END IF;
+        IF jsonb_typeof(entry->'version_id') NOT IN ('string', 'null') THEN
+            RAISE EXCEPTION 'version_id of organization "%" must be a UUID string', org
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF jsonb_typeof(entry->'config_hash') NOT IN ('string', 'null') THEN
+            RAISE EXCEPTION 'config_hash of organization "%" must be a string', org
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        PERFORM (entry->>'version_id')::uuid;
+    END LOOP;
+
+    INSERT INTO eventhub.replicas AS r (replica_id, labels, version, started_at, last_heartbeat)
+    VALUES (heartbeat.replica_id, COALESCE(heartbeat.labels, '{}'), heartbeat.version, now(), now())
+    ON CONFLICT ON CONSTRAINT replicas_pkey DO UPDATE
+       SET last_heartbeat = now(),
+           labels = COALESCE(heartbeat.labels, r.labels),
+           version = COALESCE(heartbeat.version, r.version);
+
+    INSERT INTO eventhub.replica_progress AS p
+           (replica_id, organization_id, applied_revision, applied_version_id, applied_at, config_hash)
+    SELECT heartbeat.replica_id, j.key, (j.value->>'revision')::bigint,
+           (j.value->>'version_id')::uuid, now(), j.value->>'config_hash'
+      FROM jsonb_each(progress) j
+    ON CONFLICT ON CONSTRAINT replica_progress_pkey DO UPDATE
+       SET applied_at = CASE WHEN p.applied_revision = excluded.applied_revision
+                              AND (p.applied_version_id = excluded.applied_version_id
+                                   OR p.applied_version_id IS NULL OR excluded.applied_version_id IS NULL)
+                             THEN p.applied_at ELSE excluded.applied_at END,
+           applied_version_id = CASE WHEN p.applied_revision = excluded.applied_revision
+                                     THEN COALESCE(excluded.applied_version_id, p.applied_version_id)
+                                     ELSE excluded.applied_version_id END,
+           applied_revision = excluded.applied_revision,
+           config_hash = excluded.config_hash;
+END
+$$;
+
+COMMENT ON FUNCTION eventhub.heartbeat(text, jsonb, jsonb, text) IS
+'Registers a replica if new, records its progress {"<organization>": {"revision": N, "version_id": "...", "config_hash": "..."}} for the organizations named, and refreshes its last_heartbeat.';
+
+CREATE FUNCTION eventhub.deregister_replica(replica_id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deleted integer;
+BEGIN
+    IF replica_id IS NULL THEN
+        RAISE EXCEPTION 'replica_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    DELETE FROM eventhub.replicas r WHERE r.replica_id = deregister_replica.replica_id;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted > 0;
+END
+$$;
+
+COMMENT ON FUNCTION eventhub.deregister_replica(text) IS
+'Removes a replica and its progress; returns whether it was registered. Its progress no longer holds retention.';
+
+CREATE VIEW eventhub.replica_status AS
+WITH settings AS (
+    SELECT COALESCE(pg_catalog.current_setting('eventhub.replica_ttl', true), '5min')::interval AS ttl
+)
+SELECT r.replica_id,
+       CASE WHEN pg_catalog.now() - r.last_heartbeat > settings.ttl THEN 'stale' ELSE 'live' END AS state,
+       p.organization_id,
+       s.revision AS head_revision,
+       p.applied_revision,
+       s.revision - p.applied_revision AS lag_revisions,
+       CASE WHEN p.applied_revision >= s.revision THEN interval '0'
+            ELSE pg_catalog.now() - (SELECT e.processed_timestamp FROM eventhub.events e
+                                      WHERE e.organization_id = p.organization_id
+                                        AND e.revision > p.applied_revision
+                                      ORDER BY e.revision LIMIT 1)
+       END AS behind_for,
+       p.applied_version_id,
+       p.applied_at,
+       pg_catalog.now() - r.last_heartbeat AS since_heartbeat,
+       p.config_hash,
+       CASE WHEN p.config_hash IS NOT NULL THEN NOT EXISTS (
+           SELECT FROM eventhub.replica_progress q
+             JOIN eventhub.replicas qr ON qr.replica_id = q.replica_id
+            WHERE q.organization_id = p.organization_id
+              AND q.applied_revision = p.applied_revision
+              AND q.replica_id <> p.replica_id
+              AND q.config_hash <> p.config_hash
+              AND pg_catalog.now() - qr.last_heartbeat <= settings.ttl)
+       END AS hash_agrees,
+       r.labels,
+       r.version,
+       r.started_at,
+       r.last_heartbeat
+  FROM eventhub.replicas r
+ CROSS JOIN settings
+  LEFT JOIN eventhub.replica_progress p ON p.replica_id = r.replica_id
+  LEFT JOIN eventhub.organization_states s ON s.organization = p.organization_id;
+
+COMMENT ON VIEW eventhub.replica_status IS
+'One row per replica and organization: head and applied revision, lag, how long the replica has been behind (behind_for), time since its last heartbeat, state live or stale (eventhub.replica_ttl), and whether its config_hash agrees with the other live replicas at the same revision.';
+COMMENT ON COLUMN eventhub.replica_status.replica_id IS 'The replica.';
+COMMENT ON COLUMN eventhub.replica_status.state IS 'live, or stale: no heartbeat for longer than eventhub.replica_ttl.';
+COMMENT ON COLUMN eventhub.replica_status.organization_id IS 'An organization it follows (NULL for a replica that reported none).';
+COMMENT ON COLUMN eventhub.replica_status.head_revision IS 'The organization''s head revision (NULL if it was never registered).';
+COMMENT ON COLUMN eventhub.replica_status.applied_revision IS 'The revision the replica has applied.';
+COMMENT ON COLUMN eventhub.replica_status.lag_revisions IS 'head_revision - applied_revision.';
+COMMENT ON COLUMN eventhub.replica_status.behind_for IS 'Freshness: 0 at the head, else how long the oldest event it has not applied has been published (NULL if that event is no longer kept).';
+COMMENT ON COLUMN eventhub.replica_status.applied_version_id IS 'The version_id the replica reported with its revision.';
+COMMENT ON COLUMN eventhub.replica_status.applied_at IS 'When the replica first reported its applied revision.';
+COMMENT ON COLUMN eventhub.replica_status.since_heartbeat IS 'Time since its last heartbeat.';
+COMMENT ON COLUMN eventhub.replica_status.config_hash IS 'Hash of the configuration the replica serves for the organization.';
+COMMENT ON COLUMN eventhub.replica_status.hash_agrees IS 'false when another live replica at the same applied revision reports a different config_hash; NULL without a hash.';
+COMMENT ON COLUMN eventhub.replica_status.labels IS 'The replica''s labels.';
+COMMENT ON COLUMN eventhub.replica_status.version IS 'The replica''s software version.';
+COMMENT ON COLUMN eventhub.replica_status.started_at IS 'When the replica registered.';
+COMMENT ON COLUMN eventhub.replica_status.last_heartbeat IS 'When the replica last sent a heartbeat.';
+
+--
 -- Privileges: nothing for PUBLIC.  The README shows the GRANTs for a
 -- publishing role and a reading role.
 --

@@ -8,14 +8,14 @@ SELECT extname, extversion, extrelocatable, extnamespace::regnamespace
 \d eventhub.organization_states
 \d eventhub.events
 
--- Every table, column and function of the extension has a comment.
-SELECT c.oid::regclass AS uncommented_table
+-- Every table, view, column and function of the extension has a comment.
+SELECT c.oid::regclass AS uncommented_relation
   FROM pg_class c
- WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind IN ('r', 'v')
    AND obj_description(c.oid, 'pg_class') IS NULL;
 SELECT a.attrelid::regclass, a.attname AS uncommented_column
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
- WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind IN ('r', 'v')
    AND a.attnum > 0 AND NOT a.attisdropped
    AND col_description(a.attrelid, a.attnum) IS NULL;
 SELECT p.oid::regprocedure AS uncommented_function
@@ -30,9 +30,9 @@ SELECT p.oid::regprocedure AS public_function
  WHERE p.pronamespace = 'eventhub'::regnamespace
    AND (p.proacl IS NULL
         OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0));
-SELECT c.oid::regclass AS public_table
+SELECT c.oid::regclass AS public_relation
   FROM pg_class c
- WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind IN ('r', 'v')
    AND EXISTS (SELECT FROM aclexplode(c.relacl) a WHERE a.grantee = 0);
 
 -- Every function that runs SQL pins its search_path; the ones that write

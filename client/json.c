@@ -1,10 +1,12 @@
 /*
- * payload.c: parsing the JSON payload of eventhub notifications.
+ * json.c: the little JSON the client reads and writes.
  *
- * A small strict parser for one flat JSON object: enough for the three keys
- * the server sends, tolerant of keys it may add later, and safe on any
- * input (it never reads past the terminating NUL).
+ * Reading: a small strict parser for the notification payload, one flat
+ * JSON object: enough for the three keys the server sends, tolerant of
+ * scalar keys it may add later, and safe on any input (it never reads past
+ * the terminating NUL).  Writing: quoting strings.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,4 +334,35 @@ fail:
 	free(org);
 	free(version);
 	return -1;
+}
+
+char *
+ehi_json_quote(const char *str)
+{
+	size_t		n = 3;
+	char	   *out;
+	char	   *o;
+
+	for (const unsigned char *p = (const unsigned char *) str; *p; p++)
+		n += (*p < 0x20) ? 6 : (*p == '"' || *p == '\\') ? 2 : 1;
+	out = malloc(n);
+	if (!out)
+		return NULL;
+	o = out;
+	*o++ = '"';
+	for (const unsigned char *p = (const unsigned char *) str; *p; p++)
+	{
+		if (*p == '"' || *p == '\\')
+		{
+			*o++ = '\\';
+			*o++ = (char) *p;
+		}
+		else if (*p < 0x20)
+			o += snprintf(o, 7, "\\u%04x", *p);
+		else
+			*o++ = (char) *p;
+	}
+	*o++ = '"';
+	*o = '\0';
+	return out;
 }

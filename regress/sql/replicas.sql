@@ -1,0 +1,143 @@
+-- The replica registry: heartbeat, deregister_replica, the replica_status
+-- view, and retention that waits for live replicas.  Default settings:
+-- replica_ttl 5min, retain_until_applied on, max_retention 24h, retention 1h.
+CREATE EXTENSION eventhub;
+SELECT count(eventhub.publish_event('acme', 'API', 'UPDATE', 'api-' || r, NULL, '{}')) FROM generate_series(1, 5) r;
+SELECT count(eventhub.publish_event('globex', 'API', 'UPDATE', 'api-' || r, NULL, '{}')) FROM generate_series(1, 2) r;
+CREATE FUNCTION pg_temp.version_at(org text, rev bigint) RETURNS text LANGUAGE sql AS
+$$ SELECT version_id::text FROM eventhub.events WHERE organization_id = org AND revision = rev $$;
+
+-- Registration: the first heartbeat registers, later ones refresh.
+SELECT eventhub.heartbeat('replica-a',
+    jsonb_build_object('acme', jsonb_build_object('revision', 5, 'version_id', pg_temp.version_at('acme', 5), 'config_hash', 'h1'),
+                       'globex', jsonb_build_object('revision', 2, 'config_hash', 'g1')),
+    '{"zone": "eu-1"}', '1.4.2');
+SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 3, "config_hash": "h0"}}');
+SELECT eventhub.heartbeat('replica-c', '{}', '{"zone": "eu-2"}');
+SELECT replica_id, labels, version, started_at = last_heartbeat AS just_registered
+  FROM eventhub.replicas ORDER BY 1;
+SELECT replica_id, organization_id, applied_revision, applied_version_id IS NOT NULL AS has_version, config_hash
+  FROM eventhub.replica_progress ORDER BY 1, 2;
+
+-- The view: one row per replica and organization, lag and freshness.
+SELECT replica_id, state, organization_id, head_revision, applied_revision, lag_revisions,
+       behind_for = interval '0' AS at_head, behind_for > interval '0' AS behind,
+       since_heartbeat < interval '1 minute' AS recent, config_hash, hash_agrees, labels, version
+  FROM eventhub.replica_status ORDER BY replica_id, organization_id;
+
+-- A later heartbeat keeps started_at and labels unless given; applied_at
+-- moves only when the applied revision does.
+UPDATE eventhub.replicas SET started_at = started_at - interval '1 hour',
+                             last_heartbeat = last_heartbeat - interval '1 minute';
+UPDATE eventhub.replica_progress SET applied_at = applied_at - interval '1 hour';
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "config_hash": "h1"}}');
+SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 5, "config_hash": "h1"}}', NULL, '1.4.3');
+SELECT r.replica_id, r.labels, r.version, r.started_at < now() - interval '59 minutes' AS same_start,
+       r.last_heartbeat > now() - interval '30 seconds' AS refreshed, p.organization_id, p.applied_revision,
+       p.applied_at > now() - interval '30 seconds' AS applied_recently
+  FROM eventhub.replicas r JOIN eventhub.replica_progress p USING (replica_id)
+ ORDER BY 1, 6;
+
+-- Hash disagreement at the same revision shows; stale replicas do not count.
+SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 5, "config_hash": "DIFFERENT"}}');
+SELECT replica_id, organization_id, applied_revision, config_hash, hash_agrees
+  FROM eventhub.replica_status WHERE organization_id = 'acme' ORDER BY 1;
+UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 'replica-b';
+SELECT replica_id, state, config_hash, hash_agrees
+  FROM eventhub.replica_status WHERE organization_id = 'acme' ORDER BY 1;
+
+-- Deregistration removes the replica and its progress.
+SELECT eventhub.deregister_replica('replica-c');
+SELECT eventhub.deregister_replica('replica-c');
+SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'replica-c';
+
+--
+-- Bad input: a specific error, and nothing written.
+--
+CREATE TEMP TABLE before AS
+  SELECT (SELECT count(*) FROM eventhub.replicas) AS replicas,
+         (SELECT string_agg(replica_id || organization_id || applied_revision, ',' ORDER BY 1) FROM eventhub.replica_progress) AS progress,
+         (SELECT max(last_heartbeat) FROM eventhub.replicas) AS beat;
+SELECT eventhub.heartbeat(NULL, '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('', '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat(repeat('r', 1025), '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '[1]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{}', '"eu"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": 5}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "revison": 5}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"config_hash": "h"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": -1}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 2.5}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "5"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 1e30}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 6}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"nobody": {"revision": 1}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "version_id": "not-a-uuid"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "version_id": 7}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "config_hash": ["x"]}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"": {"revision": 0}}');
+\echo :LAST_ERROR_SQLSTATE
+-- one bad organization among good ones: nothing of the call is written
+SELECT eventhub.heartbeat('replica-new', '{"acme": {"revision": 1}, "globex": {"revision": 99}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.deregister_replica(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT (SELECT count(*) FROM eventhub.replicas) = b.replicas AS same_replicas,
+       (SELECT string_agg(replica_id || organization_id || applied_revision, ',' ORDER BY 1) FROM eventhub.replica_progress) = b.progress AS same_progress,
+       (SELECT max(last_heartbeat) FROM eventhub.replicas) = b.beat AS same_heartbeats
+  FROM before b;
+-- An organization not yet published to, at revision 0, is fine.
+SELECT eventhub.heartbeat('replica-a', '{"nobody": {"revision": 0}}');
+
+--
+-- Retention waits for live replicas, up to eventhub.max_retention.
+--
+UPDATE eventhub.replicas SET last_heartbeat = now();
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5}, "globex": {"revision": 1}}');
+SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 2}}');
+-- All of acme and globex expired (2 hours old, retention is 1 hour).
+UPDATE eventhub.events SET processed_timestamp = now() - interval '2 hours';
+SELECT eventhub.run_maintenance();
+-- replica-b has applied acme up to 2 and replica-a globex up to 1: kept.
+SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
+  FROM eventhub.events GROUP BY 1 ORDER BY 1;
+-- replica-b turns stale: it no longer holds anything.
+UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 'replica-b';
+SELECT eventhub.run_maintenance();
+SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
+  FROM eventhub.events GROUP BY 1 ORDER BY 1;
+-- Past eventhub.max_retention an event goes even for a live replica, which
+-- then gets the resync error.
+UPDATE eventhub.events SET processed_timestamp = now() - interval '25 hours' WHERE organization_id = 'globex';
+SELECT eventhub.run_maintenance();
+SELECT count(*) AS globex_left FROM eventhub.events WHERE organization_id = 'globex';
+SELECT * FROM eventhub.events_since('globex', 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Replicas without a heartbeat for twice replica_ttl are removed by
+-- maintenance; stale ones younger than that stay.
+UPDATE eventhub.replicas SET last_heartbeat = now() - interval '11 minutes' WHERE replica_id = 'replica-b';
+SELECT eventhub.run_maintenance();
+SELECT replica_id FROM eventhub.replicas ORDER BY 1;
+SELECT count(*) AS progress_of_removed FROM eventhub.replica_progress WHERE replica_id = 'replica-b';
+
+DROP EXTENSION eventhub;

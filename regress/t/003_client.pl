@@ -1,0 +1,651 @@
+# 003_client.pl: the client library, through the CLI's watch loop.
+#
+# Runs `eventhub watch` (client/eventhub, built on libeventhub) against a
+# real server and proves that what it prints is, per organization, exactly
+# the committed sequence of eventhub.events: revisions after its cursor,
+# contiguous, in order, each with the correlation id, entity and version of
+# its row, nothing lost, nothing repeated:
+#   1. woken by notifications only (a poll interval far beyond the test),
+#      with a rolled-back publish that must not appear;
+#   2. with LISTEN disabled, by polling only;
+#   3. while its backend is killed twice in the middle of a stream;
+#   4. while the server restarts in the middle of a stream;
+#   5. for 40 organizations on one connection, events interleaved;
+#   6. with resyncs: history removed by a cleanup, a cursor ahead of the
+#      head, and a history rewritten under an idle watcher;
+#   7. under valgrind, through a stream, a killed backend and a resync;
+#   8. a notification that arrives during one of its own queries, and a
+#      rewritten history longer than what it has seen.
+#
+# Streams are fed to a psql process while the test kills, restarts and
+# checks, so publishes and failures genuinely overlap; what happens after
+# each kill is fed only after the kill, so it cannot have finished before.
+# Every wait is bounded: watchers run with --timeout, psql waits with
+# poll_query_until, and every child process has an IPC::Run timeout.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use Time::HiRes;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
+BAIL_OUT("no eventhub CLI at $cli (set EVENTHUB_WORK to the built tree)")
+  unless defined $ENV{EVENTHUB_WORK} && -x $cli;
+
+my $node = PostgreSQL::Test::Cluster->new('client');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+
+my $connstr = $node->connstr('postgres');
+my $json    = JSON::PP->new->utf8;
+
+# Backstop for every child process: far above any --timeout below, it only
+# turns a hung process into a failure instead of a hung test.
+my $backstop = 90;
+
+# The watcher's backend: the library names its connection "eventhub".
+my $watcher_backend =
+  "application_name = 'eventhub' AND backend_type = 'client backend'";
+
+#
+# Helpers
+#
+
+# Starts `eventhub watch` on ORGS with ARGS; PREFIX (valgrind) runs it.
+sub start_watch
+{
+	my (%opt) = @_;
+	my $w = { out => '', err => '' };
+	my @cmd = (
+		@{ $opt{prefix} // [] },
+		$cli, '-d', $opt{connstr} // $connstr, 'watch',
+		(map { ('--org', $_) } @{ $opt{orgs} }),
+		@{ $opt{args} });
+	# The TAP framework sets PGAPPNAME, which would override the library's
+	# fallback_application_name; the watcher must show up as "eventhub".
+	delete local $ENV{PGAPPNAME};
+	$w->{h} = IPC::Run::start(\@cmd, '<', \'', '>', \$w->{out}, '2>', \$w->{err},
+		IPC::Run::timeout($backstop));
+	return $w;
+}
+
+# Complete lines the watcher printed, decoded.
+sub watch_lines
+{
+	my ($w) = @_;
+	my @lines = ($w->{out} =~ /^(.*)\n/mg);
+	return map { $json->decode($_) } @lines;
+}
+
+# Pumps the watcher until COND holds; false if it exited first.
+sub pump_watch_until
+{
+	my ($w, $cond) = @_;
+	until ($cond->())
+	{
+		return 0 unless $w->{h}->pumpable;
+		$w->{h}->pump;
+	}
+	return 1;
+}
+
+sub wait_for_lines
+{
+	my ($w, $n, $what) = @_;
+	pump_watch_until($w, sub { my @l = watch_lines($w); @l >= $n })
+	  or diag("$what: the watcher exited before printing $n lines:\n$w->{out}\n$w->{err}");
+}
+
+# Waits for the watcher to exit; returns its exit status.
+sub finish_watch
+{
+	my ($w) = @_;
+	$w->{h}->finish;
+	return $w->{h}->result(0);
+}
+
+# The pid of the (one) watcher backend, waiting until it is connected;
+# with EXCLUDE, one other than that pid (a reconnected one).
+sub watcher_pid
+{
+	my ($exclude) = @_;
+	my $cond = $watcher_backend . (defined $exclude ? " AND pid <> $exclude" : '');
+	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond")
+	  or die "no watcher backend appeared";
+	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $cond");
+}
+
+sub terminate
+{
+	my ($pid) = @_;
+	return $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+}
+
+# A psql process reading SQL from a pipe: publishes are fed while it runs.
+sub start_publisher
+{
+	my $p = { in => '', out => '', err => '' };
+	$p->{h} = IPC::Run::start(
+		[
+			$node->installed_command('psql'), '-X', '-q', '-A', '-t',
+			'-v', 'ON_ERROR_STOP=1', '-d', $connstr
+		],
+		'<', \$p->{in}, '>', \$p->{out}, '2>', \$p->{err},
+		IPC::Run::timeout($backstop));
+	return $p;
+}
+
+sub feed
+{
+	my ($p, $sql) = @_;
+	$p->{in} .= $sql;
+	$p->{h}->pump while length $p->{in} && $p->{h}->pumpable;
+}
+
+# Ends the publisher's input and waits for it; returns its exit status.
+sub finish_publisher
+{
+	my ($p) = @_;
+	feed($p, "\\q\n");
+	$p->{h}->finish;
+	return $p->{h}->result(0);
+}
+
+# One publish; correlation ids are unique across the whole test.
+my $seq = 0;
+
+sub publish_sql
+{
+	my ($org) = @_;
+	$seq++;
+	return "SELECT eventhub.publish_event('$org', 'API', 'UPDATE', 'entity-$seq',"
+	  . " 'corr-$seq', '{\"n\": $seq}');\n";
+}
+
+# COUNT publishes round-robin over ORGS, each its own transaction, with a
+# pause of PACE seconds between them (pacing only makes the stream last;
+# no result depends on it).
+sub stream_sql
+{
+	my ($orgs, $count, $pace) = @_;
+	my $sql = '';
+	for my $i (0 .. $count - 1)
+	{
+		$sql .= publish_sql($orgs->[ $i % @$orgs ]);
+		$sql .= "SELECT pg_sleep($pace);\n" if $pace;
+	}
+	return $sql;
+}
+
+sub committed_count
+{
+	my ($orgs) = @_;
+	my $list = join ',', map { "'$_'" } @$orgs;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM eventhub.events WHERE organization_id IN ($list)");
+}
+
+# The committed events of ORG after revision AFTER, as
+# "revision correlation_id entity_id version_id" strings.
+sub committed_events
+{
+	my ($org, $after) = @_;
+	my $rows = $node->safe_psql('postgres',
+		"SELECT revision || ' ' || correlation_id || ' ' || entity_id || ' ' || version_id"
+		  . " FROM eventhub.events WHERE organization_id = '$org' AND revision > $after"
+		  . " ORDER BY revision");
+	return [ split /\n/, $rows ];
+}
+
+sub head_of
+{
+	my ($org) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT revision FROM eventhub.organization_states WHERE organization = '$org'");
+}
+
+# Asserts that EVENTS (decoded watch lines, resync lines excluded) are,
+# per organization, exactly the committed events after AFTER->{org}, and
+# that the committed revisions are AFTER+1 .. head, contiguous.
+sub check_delivery
+{
+	my ($name, $events, $after) = @_;
+	my (%got, %want, %want_revs, %contiguous);
+	for my $ev (@$events)
+	{
+		push @{ $got{ $ev->{organization_id} } },
+		  join(' ', map { $ev->{$_} } qw(revision correlation_id entity_id version_id));
+	}
+	for my $org (keys %$after)
+	{
+		$want{$org} = committed_events($org, $after->{$org});
+		$want_revs{$org} = [ map { (split / /)[0] } @{ $want{$org} } ];
+		$contiguous{$org} = [ $after->{$org} + 1 .. head_of($org) ];
+	}
+	is_deeply(\%want_revs, \%contiguous,
+		"$name: the committed revisions are contiguous up to each head");
+	is_deeply(\%got, \%want,
+		"$name: the watcher printed exactly the committed sequence of every organization"
+		  . ' (revision, correlation id, entity, version; none lost, none repeated)');
+}
+
+sub count_matches
+{
+	my ($text, $re) = @_;
+	my @m = ($text =~ /$re/g);
+	return scalar @m;
+}
+
+#
+# 1. Notifications only.
+#
+# A poll interval of 600 s (drawn between 480 and 720 s) cannot pass while
+# the watcher runs (--timeout 30): after its first check of
+# organization_states, only a notification can wake it.  The watcher's
+# session logs its statements, to show that it LISTENs and polls only once.
+my $log_statements = "$connstr options='-c log_statement=all'";
+
+# Statements the watcher's backend PID logged since OFFSET.
+sub logged_statements
+{
+	my ($pid, $offset) = @_;
+	return join "\n",
+	  grep { /\[$pid\] eventhub (?:LOG|ERROR):  (?:statement|execute)/ }
+	  split /\n/, slurp_file($node->logfile, $offset);
+}
+
+{
+	my @orgs = ('notify-a', 'notify-b');
+	my $offset = -s $node->logfile;
+	my $w = start_watch(
+		connstr => $log_statements,
+		orgs => \@orgs,
+		args => [ '--after', '0', '--poll-interval', '600000', '--count', '30', '--timeout', '30' ]);
+	my $pid = watcher_pid();
+	# Its first (and, in this test, last) poll is done: it is idle after
+	# reading organization_states.
+	$node->poll_query_until('postgres',
+		"SELECT state = 'idle' AND query LIKE '%organization_states%'"
+		  . " FROM pg_stat_activity WHERE pid = $pid")
+	  or die "the watcher did not finish its first poll";
+
+	my $p = start_publisher();
+	my $sql = stream_sql(\@orgs, 15, 0.005);
+	# a rolled-back publish in the middle of the stream
+	$sql .= "BEGIN;\nSELECT eventhub.publish_event('notify-a', 'API', 'DELETE', 'ghost',"
+	  . " 'rolled-back-1', '{}');\nROLLBACK;\n";
+	$sql .= stream_sql(\@orgs, 15, 0.005);
+	feed($p, $sql);
+	is(finish_publisher($p), 0, 'notify: publisher succeeded') or diag($p->{err});
+
+	is(finish_watch($w), 0, 'notify: watcher exited 0 after --count 30 events')
+	  or diag($w->{err});
+	my @events = watch_lines($w);
+	is(scalar @events, 30, 'notify: 30 lines');
+	check_delivery('notify', \@events, { map { ($_ => 0) } @orgs });
+	is(scalar(grep { $_->{correlation_id} eq 'rolled-back-1' || $_->{entity_id} eq 'ghost' } @events),
+		0, 'notify: the rolled-back publish was not delivered');
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) FROM eventhub.events WHERE correlation_id = 'rolled-back-1'"),
+		'0', 'notify: the rolled-back publish was not committed');
+	ok(ref $events[0]{event_data} eq 'HASH' && $events[0]{event_data}{n} =~ /^\d+$/,
+		'notify: event_data is printed as a JSON value');
+	unlike($w->{err}, qr/reconnect|connection lost/, 'notify: one connection throughout');
+	my $statements = logged_statements($pid, $offset);
+	like($statements, qr/statement: LISTEN eventhub/, 'notify: the watcher LISTENed');
+	is(count_matches($statements, qr/execute [^:]*: SELECT s\.revision/), 1,
+		'notify: it checked organization_states once, at connection: every event came through NOTIFY')
+	  or diag($statements);
+}
+
+#
+# 2. LISTEN disabled: polling every 100 ms.
+#
+{
+	my @orgs = ('poll-a', 'poll-b');
+	my $offset = -s $node->logfile;
+	my $w = start_watch(
+		connstr => $log_statements,
+		orgs => \@orgs,
+		args => [ '--after', '0', '--no-listen', '--poll-interval', '100', '--count', '20', '--timeout', '30' ]);
+	my $pid = watcher_pid();
+	my $p = start_publisher();
+	feed($p, stream_sql(\@orgs, 20, 0.01));
+	is(finish_publisher($p), 0, 'no-listen: publisher succeeded') or diag($p->{err});
+	is(finish_watch($w), 0, 'no-listen: watcher exited 0 after --count 20 events')
+	  or diag($w->{err});
+	my @events = watch_lines($w);
+	is(scalar @events, 20, 'no-listen: 20 lines');
+	check_delivery('no-listen', \@events, { map { ($_ => 0) } @orgs });
+	my $statements = logged_statements($pid, $offset);
+	like($statements, qr/execute [^:]*: SELECT s\.revision/, 'no-listen: the watcher polled');
+	unlike($statements, qr/LISTEN/, 'no-listen: the watcher never LISTENed');
+}
+
+#
+# 3. The watcher's backend terminated twice in the middle of a stream.
+#
+{
+	my @orgs = ('kill-a', 'kill-b');
+	my $w = start_watch(
+		orgs => \@orgs,
+		args => [ '--after', '0', '--count', '90', '--timeout', '40' ]);
+	my $pid1 = watcher_pid();
+	my $p = start_publisher();
+
+	# First third of the stream; terminate the watcher once it is under way.
+	feed($p, stream_sql(\@orgs, 30, 0.01));
+	$node->poll_query_until('postgres',
+		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'kill-%'")
+	  or die "publishing did not start";
+	is(terminate($pid1), 't', 'kill: first watcher backend terminated');
+	# The second third is fed after the kill: published while the watcher
+	# is gone or reconnecting.
+	feed($p, stream_sql(\@orgs, 30, 0.01));
+	my $pid2 = watcher_pid($pid1);
+	$node->poll_query_until('postgres',
+		"SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'")
+	  or die "publishing stalled";
+	is(terminate($pid2), 't', 'kill: reconnected watcher backend terminated');
+	feed($p, stream_sql(\@orgs, 30, 0.01));
+	is(finish_publisher($p), 0, 'kill: publisher succeeded') or diag($p->{err});
+
+	is(finish_watch($w), 0, 'kill: watcher exited 0 after --count 90 events')
+	  or diag($w->{err});
+	cmp_ok(count_matches($w->{err}, qr/^eventhub: info: reconnected$/m), '>=', 2,
+		'kill: stderr shows it reconnected after each kill');
+	like($w->{err}, qr/^eventhub: warning: connection lost/m, 'kill: stderr shows the losses');
+	my @events = watch_lines($w);
+	is(scalar @events, 90, 'kill: 90 lines');
+	check_delivery('kill', \@events, { map { ($_ => 0) } @orgs });
+}
+
+#
+# 4. The server restarted in the middle of a stream.
+#
+{
+	my @orgs = ('restart-a', 'restart-b');
+	my $w = start_watch(
+		orgs => \@orgs,
+		args => [ '--after', '0', '--timeout', '40' ]);
+	watcher_pid();
+	my $p = start_publisher();
+	feed($p, stream_sql(\@orgs, 60, 0.01));
+	$node->poll_query_until('postgres',
+		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'restart-%'")
+	  or die "publishing did not start";
+	$node->restart;
+	# The restart ended the publisher's session, probably mid-stream: the
+	# events it committed are whatever eventhub.events holds.
+	$p->{h}->finish;
+	my $before = committed_count(\@orgs);
+	note("restart: $before events committed before the restart");
+
+	$p = start_publisher();
+	feed($p, stream_sql(\@orgs, 30, 0.01));
+	is(finish_publisher($p), 0, 'restart: publisher after the restart succeeded')
+	  or diag($p->{err});
+	my $total = committed_count(\@orgs);
+	cmp_ok($total, '>', $before, 'restart: events were published after the restart');
+
+	wait_for_lines($w, $total, 'restart');
+	$w->{h}->signal('TERM');
+	my $rc = finish_watch($w);
+	is($rc, 130, 'restart: watcher was still running (it stops with 130 on SIGTERM)')
+	  or diag($w->{err});
+	like($w->{err}, qr/^eventhub: info: reconnected$/m, 'restart: stderr shows it reconnected');
+	my @events = watch_lines($w);
+	is(scalar @events, $total, "restart: $total lines");
+	check_delivery('restart', \@events, { map { ($_ => 0) } @orgs });
+}
+
+#
+# 5. Forty organizations on one connection, events interleaved.
+#
+{
+	my @orgs = map { sprintf('multi-%02d', $_) } 0 .. 39;
+	my $w = start_watch(
+		orgs => \@orgs,
+		args => [ '--after', '0', '--count', '400', '--timeout', '40' ]);
+	watcher_pid();
+	my $p = start_publisher();
+	my $sql = '';
+	# 10 rounds, each visiting the organizations in a different order;
+	# every fourth step publishes to two organizations in one transaction.
+	for my $round (0 .. 9)
+	{
+		my @order = map { $orgs[ ($_ * 7 + $round * 13) % 40 ] } 0 .. 39;
+		while (@order)
+		{
+			if (@order >= 2 && @order % 4 == 0)
+			{
+				$sql .= "BEGIN;\n" . publish_sql(shift @order) . publish_sql(shift @order) . "COMMIT;\n";
+			}
+			else
+			{
+				$sql .= publish_sql(shift @order);
+			}
+		}
+	}
+	feed($p, $sql);
+	is(finish_publisher($p), 0, 'multi: publisher succeeded') or diag($p->{err});
+	is($node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE $watcher_backend"),
+		'1', 'multi: the watcher follows the 40 organizations over one connection');
+	is(finish_watch($w), 0, 'multi: watcher exited 0 after --count 400 events')
+	  or diag($w->{err});
+	my @events = watch_lines($w);
+	is(scalar @events, 400, 'multi: 400 lines');
+	check_delivery('multi', \@events, { map { ($_ => 0) } @orgs });
+}
+
+#
+# 6. Resync.
+#
+# Splits watch lines into resync lines and events.
+sub split_resync
+{
+	my @lines = @_;
+	return ([ grep { $_->{resync} } @lines ], [ grep { !$_->{resync} } @lines ]);
+}
+
+# 6a. History removed by a cleanup: a watcher from revision 0 is told to
+# resync at the head, then gets only the events published after it.
+{
+	my $org = 'rs-removed';
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 10));
+	is( $node->safe_psql('postgres',
+			"SELECT eventhub.cleanup_events('$org', '-infinity',"
+			  . " (SELECT processed_timestamp FROM eventhub.events"
+			  . "   WHERE organization_id = '$org' AND revision = 6))"),
+		'5', 'resync: cleanup removed revisions 1-5 of 10');
+
+	my $w = start_watch(orgs => [$org], args => [ '--after', '0', '--count', '5', '--timeout', '30' ]);
+	wait_for_lines($w, 1, 'history_removed');
+	my ($first) = watch_lines($w);
+	is_deeply(
+		$first,
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'history_removed', head_revision => 10 },
+		'resync: history_removed at head 10 is the first line');
+	# Published only once the watcher is at the head.
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 5));
+	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 5 events') or diag($w->{err});
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	check_delivery('history_removed', $events, { $org => 10 });
+}
+
+# 6b. A cursor above the head.
+{
+	my $org = 'rs-removed';    # head 15
+	my $w = start_watch(orgs => [$org], args => [ '--after', '100', '--count', '2', '--timeout', '30' ]);
+	wait_for_lines($w, 1, 'cursor_ahead');
+	my ($first) = watch_lines($w);
+	is_deeply(
+		$first,
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'cursor_ahead', head_revision => 15 },
+		'resync: --after 100 above head 15 gives cursor_ahead at 15');
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
+	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	check_delivery('cursor_ahead', $events, { $org => 15 });
+}
+
+# 6c. History rewritten under an idle watcher: same head revision, another
+# version.
+{
+	my $org = 'rs-rewrite';
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 4));
+	my $w = start_watch(orgs => [$org],
+		args => [ '--after', '0', '--poll-interval', '100', '--count', '6', '--timeout', '30' ]);
+	my $pid = watcher_pid();
+	wait_for_lines($w, 4, 'version_mismatch');
+	my @old = watch_lines($w);
+	check_delivery('before the rewrite', \@old, { $org => 0 });
+	$node->poll_query_until('postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "the watcher is not idle";
+
+	my $old_version = $node->safe_psql('postgres',
+		"SELECT version_id FROM eventhub.organization_states WHERE organization = '$org'");
+	$node->safe_psql('postgres',
+		"BEGIN;\n"
+		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
+		  . "DELETE FROM eventhub.organization_states WHERE organization = '$org';\n"
+		  . join('', map { publish_sql($org) } 1 .. 4)
+		  . "COMMIT;\n");
+	is( $node->safe_psql('postgres',
+			"SELECT revision || ' ' || (version_id <> '$old_version')"
+			  . " FROM eventhub.organization_states WHERE organization = '$org'"),
+		'4 true', 'resync: the rewritten history has the same head revision and another version');
+
+	wait_for_lines($w, 5, 'version_mismatch');
+	my @lines = watch_lines($w);
+	is_deeply(
+		$lines[4],
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4 },
+		'resync: version_mismatch at head 4 after the four original events');
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
+	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	is(scalar @$events, 6, 'resync: 6 events, 4 old and 2 new');
+	check_delivery('after the rewrite', [ @$events[ 4 .. 5 ] ], { $org => 4 });
+}
+
+#
+# 7. The watch loop under valgrind: a stream, a killed backend, a resync.
+#
+SKIP:
+{
+	skip 'valgrind is not installed (/usr/bin/valgrind)', 1 unless -x '/usr/bin/valgrind';
+
+	my ($org_a, $org_b) = ('vg-a', 'vg-b');
+	# vg-b's history is gone: the watcher starts with a resync.
+	$node->safe_psql('postgres', join('', map { publish_sql($org_b) } 1 .. 3));
+	$node->safe_psql('postgres', "SELECT eventhub.cleanup_events('$org_b', '-infinity', 'infinity')");
+
+	my $w = start_watch(
+		prefix => [
+			'/usr/bin/valgrind', '--quiet', '--leak-check=full',
+			'--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99'
+		],
+		orgs => [ $org_a, $org_b ],
+		args => [ '--after', '0', '--count', '45', '--timeout', '50' ]);
+	my $pid1 = watcher_pid();
+	wait_for_lines($w, 1, 'valgrind');
+	my ($first) = watch_lines($w);
+	is_deeply(
+		$first,
+		{ resync => JSON::PP::true, organization_id => $org_b, reason => 'history_removed', head_revision => 3 },
+		'valgrind: resync line for the removed history');
+
+	my $p = start_publisher();
+	feed($p, stream_sql([ $org_a, $org_b ], 20, 0.01));
+	$node->poll_query_until('postgres',
+		"SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'")
+	  or die "publishing did not start";
+	is(terminate($pid1), 't', 'valgrind: watcher backend terminated');
+	feed($p, stream_sql([ $org_a, $org_b ], 25, 0.01));
+	is(finish_publisher($p), 0, 'valgrind: publisher succeeded') or diag($p->{err});
+
+	my $rc = finish_watch($w);
+	is($rc, 0, 'valgrind: exit 0 after --count 45 events: no memory error, no definite or indirect leak')
+	  or diag($w->{err});
+	like($w->{err}, qr/^eventhub: info: reconnected$/m, 'valgrind: stderr shows it reconnected');
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	is(scalar @$resyncs, 1, 'valgrind: exactly one resync line');
+	check_delivery('valgrind', $events, { $org_a => 0, $org_b => 3 });
+}
+
+#
+# 8. Two races the loop must not lose.
+#
+{
+	# A notification that arrives while one of the client's own queries
+	# runs is taken in by libpq with that query's answer, not left on the
+	# socket.  Here the watcher's first heartbeat is held on a lock while an
+	# event commits.  With the poll and heartbeat intervals at 10 minutes,
+	# only reading that queue after the query delivers the event at once;
+	# otherwise it waits for the end of eh_wait (--timeout 30 s).  The bound
+	# of 15 s is not a performance claim: it only tells "at once" from
+	# "at the timeout".
+	my $org = 'late-notify';
+	my $locker = $node->background_psql('postgres');
+	$locker->query_safe('BEGIN; LOCK TABLE eventhub.replicas IN ACCESS EXCLUSIVE MODE;');
+	my $w = start_watch(
+		orgs => [$org],
+		args => [
+			'--count', '1', '--timeout', '30', '--poll-interval', '600000',
+			'--replica-id', 'late', '--heartbeat-interval', '600000'
+		]);
+	my $pid = watcher_pid();
+	$node->poll_query_until('postgres', "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "the heartbeat did not block";
+	$node->safe_psql('postgres', publish_sql($org));
+	$locker->query_safe('COMMIT;');
+	my $released = Time::HiRes::time();
+	$locker->quit;
+	is(finish_watch($w), 0, 'race: an event notified during a query is delivered') or diag($w->{err});
+	my $took = Time::HiRes::time() - $released;
+	cmp_ok($took, '<', 15, sprintf('race: at once (%.2f s), not at the end of the wait', $took));
+	check_delivery('race: notified during a query', [ watch_lines($w) ], { $org => 0 });
+}
+{
+	# A history rewritten with more events than the watcher has seen: the
+	# notification of the new head must not make it deliver the new
+	# history's next event after the old history's last one.
+	my $org = 'rewrite-longer';
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 3));
+	my $w = start_watch(
+		orgs => [$org],
+		args => [ '--after', '0', '--count', '5', '--timeout', '20', '--poll-interval', '600000' ]);
+	my $pid = watcher_pid();
+	wait_for_lines($w, 3, 'rewrite-longer');
+	$node->poll_query_until('postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "the watcher is not idle";
+	$node->safe_psql('postgres',
+		"BEGIN;\n"
+		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
+		  . "DELETE FROM eventhub.organization_states WHERE organization = '$org';\n"
+		  . join('', map { publish_sql($org) } 1 .. 4)
+		  . "COMMIT;\n");
+	wait_for_lines($w, 4, 'rewrite-longer');
+	my @lines = watch_lines($w);
+	is_deeply(
+		$lines[3],
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4 },
+		'race: a longer rewritten history is a version_mismatch resync, even when a notification wakes the watcher');
+	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
+	is(finish_watch($w), 0, 'race: the watcher goes on after the resync') or diag($w->{err});
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	check_delivery('race: after the longer rewrite', [ @$events[ 3 .. 4 ] ], { $org => 4 });
+}
+
+$node->stop;
+done_testing();
