@@ -58,6 +58,13 @@ client-install:
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) install
 client-clean:
 	$(MAKE) -C client clean
+	rm -f demo/replica
+
+# The demo's replica program, on the static client library.
+all: demo/replica
+demo/replica: demo/replica.c client
+	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Iclient $< client/libeventhub.a \
+		-L$(shell $(PG_CONFIG) --libdir) -lpq -o $@
 else
 all install installcheck:
 	@echo "PostgreSQL server headers not found (PG_CONFIG=$(PG_CONFIG))." >&2

@@ -1,63 +1,141 @@
 #!/usr/bin/env bash
-# The demo itself: a throwaway cluster, the extension, a listener on channel
-# eventhub, and a publisher.  Exits non-zero unless the listener heard
-# exactly the committed events.
+# The demo: three replicas of a gateway controller follow four organizations
+# through eventhub while bursts of creates, updates and deletes are published, each
+# together with a write to an application table (a transactional outbox),
+# one replica's connection is killed and the server restarts.  It
+# ends with what each replica applied, its publish-to-apply latency and
+# whether its entity map equals the others' and the application table.
+# Exits 0 only when every replica converged.
+#
+#   demo-run.sh WORK   (WORK holds scripts/, regress/, client/ and demo/, built)
 set -euo pipefail
 work=$1
 cd "$work"
 source scripts/cluster.sh
-trap 'cluster_stop "$work/cluster"' EXIT
+
+orgs=(acme globex initech umbrella)
+replicas=(replica-1 replica-2 replica-3)
+pids=()
+declare -A exists=()	# entities the bursts have created and not deleted
+
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	cluster_stop "$work/demo-cluster"
+}
+trap cleanup EXIT
 
 step() { printf '\n== %s\n' "$*"; }
 sql() { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+value() { "$PG_BINDIR/psql" -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"; }
 
-step "starting a throwaway PostgreSQL in $work/cluster (socket only, no TCP)"
-cluster_start "$work/cluster" regress/eventhub.conf
-sql -c "CREATE EXTENSION eventhub" -c "\dx eventhub"
+# wait_for SQL SECONDS: until SQL returns t.
+wait_for() {
+	local deadline=$((SECONDS + $2))
+	until [ "$(value "$1" 2>/dev/null)" = t ]; do
+		[ $SECONDS -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
 
-step "a replica listens on channel eventhub"
-{
-	echo "LISTEN eventhub;"
-	# psql prints notifications after each command; sleep in short steps
-	# so that they show up as they arrive.
-	for _ in $(seq 40); do echo "SELECT pg_sleep(0.1) \\gset"; done
-} | sql >"$work/listener.out" &
-listener=$!
-sleep 0.5
+# burst PHASE N: N changes round-robin over the organizations.  Each one
+# writes the application table and publishes its event in one transaction
+# (a transactional outbox): both commit, or neither.
+burst() {
+	local phase=$1 n=$2 i org id action data
+	for ((i = 1; i <= n; i++)); do
+		org=${orgs[$(((i + phase) % ${#orgs[@]}))]}
+		id="api-$(((i * 7 + phase) % 9))"
+		data="{\"phase\": $phase, \"step\": $i}"
+		if ((i % 5 == 0)); then
+			action=DELETE
+			unset "exists[$org/$id]"
+		elif [ -n "${exists[$org/$id]:-}" ]; then
+			action=UPDATE
+		else
+			action=CREATE
+			exists[$org/$id]=1
+		fi
+		echo "BEGIN;"
+		if [ "$action" = DELETE ]; then
+			echo "DELETE FROM apis WHERE org = '$org' AND id = '$id';"
+		else
+			echo "INSERT INTO apis VALUES ('$org', '$id', '$data') ON CONFLICT (org, id) DO UPDATE SET spec = excluded.spec;"
+		fi
+		echo "SELECT eventhub.publish_event('$org', 'API', '$action', '$id', 'demo-$phase-$i', '$data') \\gset"
+		echo "COMMIT;"
+		echo "SELECT pg_sleep(0.01) \\gset"
+	done >"$work/burst-$phase.sql"
+	sql -f "$work/burst-$phase.sql" >/dev/null
+}
 
-step "another replica publishes"
-sql <<'SQL'
-\echo '-- two changes to organization acme'
-SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'weather-api', 'req-1', '{"context": "/weather", "version": "v1"}') AS revision;
-SELECT eventhub.publish_event('acme', 'CERTIFICATE', 'CREATE', 'acme-tls', 'req-2', '{"cn": "api.acme.test"}') AS revision;
-\echo '-- a transactional outbox: the application row and the event commit together'
-CREATE TABLE apis (id text PRIMARY KEY, spec jsonb);
-BEGIN;
-INSERT INTO apis VALUES ('weather-api', '{"context": "/weather", "version": "v2"}');
-SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'weather-api', 'req-3', '{"context": "/weather", "version": "v2"}') AS revision;
-COMMIT;
-\echo '-- a rolled-back publish: no event, no notification'
-BEGIN;
-SELECT eventhub.publish_event('acme', 'API', 'DELETE', 'weather-api', 'req-4', '{}') AS revision;
-ROLLBACK;
-\echo '-- a retried request (same correlation id, same content): same revision, no new event'
-SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'weather-api', 'req-3', '{"context": "/weather", "version": "v2"}') AS revision;
-\echo '-- another organization has its own revisions'
-SELECT eventhub.publish_event('globex', 'LLM_TEMPLATE', 'CREATE', 'summarize', 'req-5', '{"model": "small"}') AS revision;
-SQL
+step "a throwaway PostgreSQL with the eventhub background worker ($work/demo-cluster, socket only)"
+cluster_start "$work/demo-cluster" regress/eventhub.conf
+sql -c "CREATE EXTENSION eventhub" \
+	-c "CREATE TABLE apis (org text, id text, spec jsonb NOT NULL, PRIMARY KEY (org, id))"
+value "SELECT 'worker: ' || backend_type FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance'"
 
-wait "$listener"
-step "what the listener heard (one wake-up per committed event; data stays in the table)"
-grep 'Asynchronous notification' "$work/listener.out" | sed 's/ received from server process with PID [0-9]*\././'
+step "three replicas start, each following ${orgs[*]}"
+for r in "${replicas[@]}"; do
+	demo/replica "host=$PGHOST port=$PGPORT dbname=postgres user=postgres application_name=$r" \
+		"$r" "$work/$r.map" "${orgs[@]}" >"$work/$r.json" 2>"$work/$r.log" &
+	pids+=($!)
+done
+wait_for "SELECT count(*) = ${#replicas[@]} FROM eventhub.replicas" 30 ||
+	{ echo "demo: replicas did not register" >&2; cat "$work"/replica-*.log >&2; exit 1; }
+value "SELECT string_agg(replica_id, ', ' ORDER BY replica_id) || ' registered' FROM eventhub.replicas"
 
-step "a reader catches up by revision cursor"
-sql -c "SELECT organization_id, revision, event_type, action, entity_id, event_data FROM eventhub.events_since('acme', 0)" \
-	-c "SELECT organization, revision, version_id FROM eventhub.organization_states ORDER BY 1"
+step "burst 1: 120 changes over four organizations"
+burst 1 120
+value "SELECT 'published so far: ' || string_agg(organization || ' ' || revision, ', ' ORDER BY organization) FROM eventhub.organization_states"
 
-heard=$(grep -c 'Asynchronous notification' "$work/listener.out" || true)
-if [ "$heard" -ne 4 ]; then
-	echo "demo: FAILED: the listener heard $heard notifications, expected 4" >&2
-	exit 1
+step "replica-2 loses its connection (pg_terminate_backend), and burst 2 goes on meanwhile"
+value "SELECT 'terminated: ' || count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'replica-2'"
+burst 2 120
+
+step "the server restarts in the middle of it all, then burst 3"
+"$PG_BINDIR/pg_ctl" -D "$work/demo-cluster/data" -m fast -w restart >/dev/null
+burst 3 120
+
+step "waiting until every replica has applied every organization's head"
+if ! wait_for "SELECT count(*) = ${#replicas[@]} * ${#orgs[@]} AND bool_and(lag_revisions = 0 AND state = 'live')
+               FROM eventhub.replica_status" 60; then
+	echo "demo: the replicas did not converge within 60 s" >&2
 fi
 echo
-echo "demo: OK: 4 events committed, 4 notifications heard, none for the rollback or the retry"
+"$work/client/eventhub" -d "host=$PGHOST port=$PGPORT dbname=postgres user=postgres" status
+
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${pids[@]}"; do wait "$p" || true; done
+pids=()
+
+# The application table, as the truth the replicas' maps must equal.
+value "SELECT org || E'\t' || id || E'\t' || spec::text FROM apis ORDER BY org, id" >"$work/apis.map"
+
+step "result"
+heads=$(value "SELECT string_agg(organization || '=' || revision, ' ' ORDER BY organization) FROM eventhub.organization_states")
+echo "heads: $heads"
+printf '%-10s %-38s %7s %8s %8s %8s %10s  %s\n' replica "applied (acme globex initech umbrella)" events \
+	"p50 ms" "p99 ms" "max ms" reconnects "entity map"
+ok=1
+for r in "${replicas[@]}"; do
+	line=$(cat "$work/$r.json")
+	applied=$(sed -n 's/.*"applied": {\([^}]*\)}.*/\1/p' <<<"$line" | sed 's/"[a-z]*": //g; s/,//g')
+	field() { sed -n "s/.*\"$1\": \"\{0,1\}\([^,\"}]*\).*/\1/p" <<<"$line"; }
+	if cmp -s "$work/$r.map" "$work/apis.map"; then same="equals the others' and the apis table"; else
+		same="DIFFERS"
+		ok=0
+	fi
+	expected=$(for o in "${orgs[@]}"; do value "SELECT revision FROM eventhub.organization_states WHERE organization = '$o'"; done | tr '\n' ' ')
+	[ "$applied " = "$expected" ] || { ok=0; same="$same; NOT AT THE HEAD"; }
+	printf '%-10s %-38s %7s %8s %8s %8s %10s  %s\n' "$r" "$applied" "$(field events)" "$(field p50_ms)" \
+		"$(field p99_ms)" "$(field max_ms)" "$(field reconnects)" "$same (digest $(field digest))"
+done
+echo
+echo "latency: publish (revision assigned) to applied in the replica's map, same host clock;"
+echo "the maxima include the events published while a replica or the server was reconnecting."
+if [ $ok -ne 1 ]; then
+	echo "demo: FAILED: the replicas did not converge" >&2
+	tail -5 "$work"/replica-*.log >&2
+	exit 1
+fi
+echo "demo: OK: all replicas converged on the same $(wc -l <"$work/apis.map") entities"

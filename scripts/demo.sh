@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make demo: install what is missing, build and install the extension, then
-# run the demo (scripts/demo-run.sh) on a throwaway cluster as an
-# unprivileged user, and clean up after it.
+# make demo: install what is missing, build (the demo replica too) and install
+# the extension and the client, then run the demo (scripts/demo-run.sh) on a
+# throwaway cluster as an unprivileged user, and clean up after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +11,7 @@ make -s install >/dev/null
 
 work=$(mktemp -d /tmp/eventhub-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cp -r scripts regress "$work/"
+cp -r scripts regress client demo "$work/"
 chmod 755 "$work"
 if [ "$(id -u)" -eq 0 ]; then
 	chown -R postgres: "$work"

@@ -76,5 +76,16 @@ for t in regress/t/*.pl; do
 	fi
 done
 
+# The demo, end to end: three replicas converge through a killed connection
+# and a server restart.
+if bash scripts/demo-run.sh "$work" >out/demo.log 2>&1; then
+	passed=$((passed + 1))
+	echo "demo ... ok"
+else
+	failed=$((failed + 1))
+	echo "demo ... FAILED"
+	tail -30 out/demo.log
+fi
+
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
