@@ -6,6 +6,7 @@
 #define EVENTHUB_H
 
 #include "datatype/timestamp.h"
+#include "executor/spi.h"
 
 /* Channel that every published event is announced on. */
 #define EVENTHUB_CHANNEL "eventhub"
@@ -28,6 +29,9 @@ extern int	eventhub_replica_ttl;		/* seconds */
 extern bool eventhub_retain_until_applied;
 extern int	eventhub_max_retention;		/* seconds */
 extern void _PG_init(void);
+
+/* publish.c */
+extern SPIPlanPtr EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes);
 
 /* retention.c */
 typedef struct EventhubRetention

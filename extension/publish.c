@@ -42,9 +42,10 @@ static SPIPlanPtr update_org_plan;
 
 /*
  * Returns the cached plan for a query, preparing and keeping it on first use.
+ * The caller has connected to SPI.
  */
-static SPIPlanPtr
-KeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
+SPIPlanPtr
+EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
 {
 	if (*cache == NULL)
 	{
@@ -141,7 +142,7 @@ InsertOrganization(Datum org, pg_uuid_t *version)
 	SPIPlanPtr	plan;
 	int			ret;
 
-	plan = KeptPlan(&insert_org_plan,
+	plan = EventhubKeptPlan(&insert_org_plan,
 					"INSERT INTO eventhub.organization_states"
 					" (organization, version_id, revision, updated_at)"
 					" VALUES ($1, $2, 0, $3)"
@@ -172,7 +173,7 @@ LockOrganization(Datum org)
 	SPIPlanPtr	plan;
 	int			attempt;
 
-	plan = KeptPlan(&lock_plan,
+	plan = EventhubKeptPlan(&lock_plan,
 					"SELECT revision FROM eventhub.organization_states"
 					" WHERE organization = $1 FOR UPDATE",
 					1, argtypes);
@@ -223,7 +224,7 @@ FindCorrelation(Datum correlation, Datum org, Datum event_type, Datum action,
 	bool		isnull;
 	int			ret;
 
-	plan = KeptPlan(&find_correlation_plan,
+	plan = EventhubKeptPlan(&find_correlation_plan,
 					"SELECT revision, organization_id,"
 					" organization_id = $2 AND event_type = $3 AND action = $4"
 					" AND entity_id = $5 AND event_data = $6"
@@ -345,7 +346,7 @@ publish_event(PG_FUNCTION_ARGS)
 	NewUuid(&version);
 	processed = GetCurrentTimestamp();
 
-	plan = KeptPlan(&insert_event_plan,
+	plan = EventhubKeptPlan(&insert_event_plan,
 					"INSERT INTO eventhub.events"
 					" (organization_id, revision, version_id, processed_timestamp,"
 					" originated_timestamp, event_type, action, entity_id,"
@@ -382,7 +383,7 @@ publish_event(PG_FUNCTION_ARGS)
 				 errhint("Use a new correlation id for a new change.")));
 	}
 
-	plan = KeptPlan(&update_org_plan,
+	plan = EventhubKeptPlan(&update_org_plan,
 					"UPDATE eventhub.organization_states"
 					" SET revision = $2, version_id = $3, updated_at = $4"
 					" WHERE organization = $1",
@@ -422,7 +423,7 @@ register_organization(PG_FUNCTION_ARGS)
 		bool		isnull;
 		int			ret;
 
-		plan = KeptPlan(&select_org_plan,
+		plan = EventhubKeptPlan(&select_org_plan,
 						"SELECT version_id FROM eventhub.organization_states"
 						" WHERE organization = $1",
 						1, argtypes);

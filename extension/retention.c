@@ -52,28 +52,19 @@ EventhubDeleteExpiredBatch(const EventhubRetention *r, int batch_size)
 	Datum		values[4];
 	int			ret;
 
-	if (plan == NULL)
-	{
-		SPIPlanPtr	p = SPI_prepare("DELETE FROM eventhub.events WHERE ctid = ANY (ARRAY("
-									" SELECT e.ctid FROM eventhub.events e"
-									" WHERE e.processed_timestamp < $1"
-									" AND (e.processed_timestamp < $3 OR NOT EXISTS ("
-									"  SELECT FROM eventhub.replica_progress p"
-									"  JOIN eventhub.replicas r ON r.replica_id = p.replica_id"
-									"  WHERE p.organization_id = e.organization_id"
-									"  AND p.applied_revision < e.revision"
-									"  AND r.last_heartbeat >= $4))"
-									" ORDER BY e.processed_timestamp LIMIT $2"
-									" FOR UPDATE OF e SKIP LOCKED))",
-									4, argtypes);
-
-		if (p == NULL)
-			elog(ERROR, "could not prepare eventhub retention query: %s",
-				 SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(p) != 0)
-			elog(ERROR, "could not keep eventhub retention query plan");
-		plan = p;
-	}
+	EventhubKeptPlan(&plan,
+					 "DELETE FROM eventhub.events WHERE ctid = ANY (ARRAY("
+					 " SELECT e.ctid FROM eventhub.events e"
+					 " WHERE e.processed_timestamp < $1"
+					 " AND (e.processed_timestamp < $3 OR NOT EXISTS ("
+					 "  SELECT FROM eventhub.replica_progress p"
+					 "  JOIN eventhub.replicas r ON r.replica_id = p.replica_id"
+					 "  WHERE p.organization_id = e.organization_id"
+					 "  AND p.applied_revision < e.revision"
+					 "  AND r.last_heartbeat >= $4))"
+					 " ORDER BY e.processed_timestamp LIMIT $2"
+					 " FOR UPDATE OF e SKIP LOCKED))",
+					 4, argtypes);
 
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
@@ -99,18 +90,8 @@ EventhubRemoveStaleReplicas(void)
 	Datum		values[1];
 	int			ret;
 
-	if (plan == NULL)
-	{
-		SPIPlanPtr	p = SPI_prepare("DELETE FROM eventhub.replicas WHERE last_heartbeat < $1",
-									1, argtypes);
-
-		if (p == NULL)
-			elog(ERROR, "could not prepare eventhub replica query: %s",
-				 SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(p) != 0)
-			elog(ERROR, "could not keep eventhub replica query plan");
-		plan = p;
-	}
+	EventhubKeptPlan(&plan, "DELETE FROM eventhub.replicas WHERE last_heartbeat < $1",
+					 1, argtypes);
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
