@@ -22,6 +22,7 @@ char	   *eventhub_database = NULL;
 int			eventhub_retention = 3600;
 int			eventhub_maintenance_interval = 60000;
 int			eventhub_cleanup_batch_size = 10000;
+int			eventhub_cleanup_batch_delay = 0;
 int			eventhub_replica_ttl = 300;
 bool		eventhub_retain_until_applied = true;
 int			eventhub_max_retention = 86400;
@@ -69,6 +70,16 @@ DefineSettings(void)
 							1, 1000000,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.cleanup_batch_delay",
+							"Sets the pause of the background worker between two retention batches.",
+							"Spreads a large cleanup out so that it leaves the machine to publishers.",
+							&eventhub_cleanup_batch_delay,
+							0,
+							0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("eventhub.replica_ttl",

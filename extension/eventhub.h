@@ -25,6 +25,7 @@ extern char *eventhub_database;
 extern int	eventhub_retention;			/* seconds */
 extern int	eventhub_maintenance_interval;	/* milliseconds */
 extern int	eventhub_cleanup_batch_size;
+extern int	eventhub_cleanup_batch_delay;	/* milliseconds */
 extern int	eventhub_replica_ttl;		/* seconds */
 extern bool eventhub_retain_until_applied;
 extern int	eventhub_max_retention;		/* seconds */

@@ -125,6 +125,12 @@ DeleteExpiredEvents(int *batches)
 		(*batches)++;
 		if (deleted < batch_size)
 			break;
+		if (eventhub_cleanup_batch_delay > 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 eventhub_cleanup_batch_delay, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
 	} while (true);
 
 	return total;

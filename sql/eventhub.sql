@@ -1,7 +1,8 @@
 -- eventhub install script.  This is the one editable copy: the build copies
 -- it to sql/eventhub--<version>.sql.  Every object is schema-qualified and
--- every function pins its search_path, so nothing here depends on the
--- caller's search_path (see "Security Considerations for Extensions").
+-- every function pins its search_path or qualifies every name it uses, so
+-- nothing here depends on the caller's search_path (see "Security
+-- Considerations for Extensions").
 
 \echo Use "CREATE EXTENSION eventhub" to load this file. \quit
 
@@ -89,8 +90,10 @@ CREATE FUNCTION eventhub.publish_event(
     originated_timestamp timestamptz DEFAULT pg_catalog.now())
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'publish_event'
-LANGUAGE C VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE SECURITY DEFINER;
+-- No SET search_path here, unlike every other function: on the hot path it
+-- costs about 15% of publish throughput.  Instead every relation, function
+-- and operator in publish_event's queries is schema-qualified (publish.c).
 
 COMMENT ON FUNCTION eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz) IS
 'Appends an event inside the caller''s transaction: assigns the organization''s next revision, rotates its version id and returns the revision. A repeated correlation_id with identical content returns the original revision and changes nothing.';

@@ -56,6 +56,11 @@ SET ROLE regress_eh_publisher;
 CREATE FUNCTION regress_evil.now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT '1970-01-01'::timestamptz $$;
 CREATE FUNCTION regress_evil.texteq(text, text) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
 CREATE OPERATOR regress_evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = regress_evil.texteq);
+CREATE FUNCTION regress_evil.jsonbeq(jsonb, jsonb) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+CREATE OPERATOR regress_evil.= (LEFTARG = jsonb, RIGHTARG = jsonb, FUNCTION = regress_evil.jsonbeq);
+CREATE FUNCTION regress_evil.plus(bigint, integer) RETURNS bigint LANGUAGE sql AS $$ SELECT $1 + 100 $$;
+CREATE OPERATOR regress_evil.+ (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = regress_evil.plus);
+CREATE FUNCTION regress_evil.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS $$ SELECT '1970-01-01'::timestamptz $$;
 SET search_path = regress_evil, pg_catalog, public;
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
 -- Had the hostile "=" been used, this different event would have been
@@ -64,8 +69,20 @@ SELECT eventhub.publish_event('acme', 'API', 'DELETE', 'api-9', 'c-1', '{}');
 \echo :LAST_ERROR_SQLSTATE
 RESET search_path;
 RESET ROLE;
-SELECT revision, action, originated_timestamp > '2000-01-01' AS real_now
+-- Revisions advance by one (not by the hostile "+"), timestamps are real.
+SELECT revision, action, originated_timestamp > '2000-01-01' AS real_now,
+       processed_timestamp > '2000-01-01' AS real_clock
   FROM eventhub.events WHERE organization_id = 'acme' ORDER BY revision;
+-- The same with pg_temp first: relations are qualified, so a temporary
+-- table named like one of ours is never written.
+SET ROLE regress_eh_publisher;
+CREATE TEMP TABLE organization_states (organization text, version_id uuid, revision bigint, updated_at timestamptz);
+SET search_path = pg_temp, regress_evil, pg_catalog;
+SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
+SELECT count(*) AS temp_rows FROM pg_temp.organization_states;
+DROP TABLE pg_temp.organization_states;
+RESET search_path;
+RESET ROLE;
 
 DROP SCHEMA regress_evil CASCADE;
 DROP EXTENSION eventhub;
