@@ -35,11 +35,13 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
-.PHONY: test demo
+.PHONY: test demo bench
 test:
 	@scripts/test.sh
 demo:
 	@scripts/demo.sh
+bench:
+	@scripts/deps.sh && $(MAKE) -s && $(MAKE) -s install >/dev/null && bench/run.sh
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)

@@ -87,5 +87,16 @@ else
 	tail -30 out/demo.log
 fi
 
+# Benchmark smoke run: the benchmark must work; its targets are not checked
+# here (make bench measures).
+if BENCH_SCALE=smoke BENCH_JSON="$work/out/bench-smoke.json" bash bench/run.sh >out/bench.log 2>&1; then
+	passed=$((passed + 1))
+	echo "bench smoke ... ok"
+else
+	failed=$((failed + 1))
+	echo "bench smoke ... FAILED"
+	tail -30 out/bench.log
+fi
+
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -12,7 +12,7 @@ make -s
 make -s install >/dev/null
 
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
-cp -r regress scripts client demo README.md "$work/"
+cp -r regress scripts client demo bench README.md "$work/"
 chmod 755 "$work"
 if [ "$(id -u)" -eq 0 ]; then
 	chown -R postgres: "$work"

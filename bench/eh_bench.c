@@ -1,0 +1,579 @@
+/*
+ * eh_bench.c: subscriber-side measurements for bench/run.sh.
+ *
+ *   eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY_FILE]
+ *                [-L LATENCY_FILE] [-t DRAIN_S]
+ *       Starts CLIENTS threads, each with its own eh_client (own connection)
+ *       following ORG from its head.  When every client has seen the head it
+ *       creates READY_FILE, then reads the target head revision from stdin
+ *       (one line); each client runs until its cursor reaches it (or DRAIN_S
+ *       seconds after the target arrived).  Latency of an event = callback
+ *       time (CLOCK_REALTIME) - processed_timestamp.  LATENCY_FILE gets every
+ *       latency in ms, one a line.
+ *
+ *   eh_bench catchup -o ORG -e EXPECT
+ *       One client following ORG from revision 0 until its cursor is EXPECT:
+ *       events per second and peak RSS (getrusage ru_maxrss).
+ *
+ *   eh_bench listen -n CONNS [-r READY_FILE]
+ *       CONNS plain libpq connections that LISTEN eventhub and consume
+ *       notifications, nothing else, until stdin reaches end of file.
+ *
+ *   eh_bench pctl [-f FROM_EPOCH_S] [-u UNTIL_EPOCH_S] PGBENCH_LOG...
+ *       Percentiles of the latencies in pgbench -l logs, optionally only
+ *       for transactions that completed within [FROM, UNTIL].
+ *
+ * Each mode prints one line of key=value pairs on stdout (milliseconds,
+ * seconds, kB).  Connections use libpq's environment (PGHOST, PGPORT...).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "eventhub.h"
+
+static double
+now_s(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "eh_bench: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+static void *
+xrealloc(void *p, size_t n)
+{
+	void	   *q = realloc(p, n);
+
+	if (!q)
+		die("%s", "out of memory");
+	return q;
+}
+
+/* "2026-01-02T03:04:05.123456Z" to seconds since the epoch; -1 if malformed. */
+static double
+parse_ts(const char *s)
+{
+	struct tm	tm;
+	int			usec = 0;
+	char		frac[8] = "";
+
+	memset(&tm, 0, sizeof(tm));
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d.%6[0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6)
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	if (frac[0])
+	{
+		size_t		len = strlen(frac);
+
+		usec = atoi(frac);
+		for (; len < 6; len++)
+			usec *= 10;
+	}
+	return (double) timegm(&tm) + usec / 1e6;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double
+pct(const double *v, size_t n, double p)
+{
+	size_t		rank;
+
+	if (n == 0)
+		return 0;
+	rank = (size_t) (p / 100.0 * n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1];
+}
+
+static void
+print_pcts(double *v, size_t n)
+{
+	qsort(v, n, sizeof(double), cmp_double);
+	printf("count=%zu p50=%.3f p95=%.3f p99=%.3f max=%.3f", n, pct(v, n, 50), pct(v, n, 95),
+		   pct(v, n, 99), n ? v[n - 1] : 0.0);
+}
+
+static void
+touch(const char *path)
+{
+	FILE	   *f;
+
+	if (!path)
+		return;
+	f = fopen(path, "w");
+	if (!f)
+		die("cannot create %s", path);
+	fputs("ready\n", f);
+	fclose(f);
+}
+
+/* ---------------------------------------------------------------- sub */
+
+typedef struct sub_thread
+{
+	pthread_t	thread;
+	eh_client  *client;
+	double	   *lat;			/* ms */
+	size_t		n,
+				cap;
+	int64_t		start_cursor;
+	int			failed;
+	eh_stats	at_ready;
+	eh_stats	at_end;
+	double		t_ready;		/* CLOCK_MONOTONIC */
+	double		t_end;
+} sub_thread;
+
+static const char *sub_org;
+static int	sub_listen = 1;
+static int	sub_poll_ms = 5000;
+static double sub_drain_s = 30;
+static atomic_int sub_ready;
+static atomic_llong sub_target;	/* 0 until known; -2 to abort */
+static double sub_target_at;	/* CLOCK_MONOTONIC when the target came */
+static pthread_mutex_t sub_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+sub_on_event(eh_client *client, const eh_event *ev, void *arg)
+{
+	sub_thread *t = arg;
+	double		ts = parse_ts(ev->processed_timestamp);
+
+	(void) client;
+	if (t->n == t->cap)
+	{
+		t->cap = t->cap ? t->cap * 2 : 1024;
+		t->lat = xrealloc(t->lat, t->cap * sizeof(double));
+	}
+	t->lat[t->n++] = ts < 0 ? -1 : (now_s(CLOCK_REALTIME) - ts) * 1000.0;
+	return 0;
+}
+
+static void *
+sub_main(void *arg)
+{
+	sub_thread *t = arg;
+	eh_client  *c = t->client;
+	double		deadline = now_s(CLOCK_MONOTONIC) + 60;
+	long long	target;
+
+	if (eh_connect(c) != EH_OK)
+		fprintf(stderr, "eh_bench: connect: %s (retrying)\n", eh_error_message(c));
+	while (eh_cursor(c, sub_org) < 0)
+	{
+		if (now_s(CLOCK_MONOTONIC) > deadline || atomic_load(&sub_target) == -2)
+		{
+			t->failed = 1;
+			atomic_fetch_add(&sub_ready, 1);
+			return NULL;
+		}
+		if (eh_wait(c, 50) < 0)
+			fprintf(stderr, "eh_bench: %s\n", eh_error_message(c));
+	}
+	t->start_cursor = eh_cursor(c, sub_org);
+	eh_get_stats(c, &t->at_ready);
+	t->t_ready = now_s(CLOCK_MONOTONIC);
+	atomic_fetch_add(&sub_ready, 1);
+
+	for (;;)
+	{
+		target = atomic_load(&sub_target);
+		if (target == -2)
+			break;
+		if (target > 0)
+		{
+			double		started;
+
+			if (eh_cursor(c, sub_org) >= target)
+				break;
+			pthread_mutex_lock(&sub_lock);
+			started = sub_target_at;
+			pthread_mutex_unlock(&sub_lock);
+			if (now_s(CLOCK_MONOTONIC) > started + sub_drain_s)
+			{
+				t->failed = 1;
+				break;
+			}
+		}
+		if (eh_wait(c, 50) < 0)
+			fprintf(stderr, "eh_bench: %s\n", eh_error_message(c));
+	}
+	eh_get_stats(c, &t->at_end);
+	t->t_end = now_s(CLOCK_MONOTONIC);
+	return NULL;
+}
+
+static int
+run_sub(int n, const char *ready_file, const char *lat_file)
+{
+	sub_thread *threads = calloc(n, sizeof(sub_thread));
+	char		line[64];
+	double		t_ready,
+				t_end;
+	size_t		total = 0;
+	double	   *all;
+	uint64_t	polls = 0,
+				notes = 0;
+	double		poll_rate = 0;
+	long long	target = -2;
+	long long	expected = 0;
+	int			failed = 0;
+
+	if (!threads)
+		die("%s", "out of memory");
+	for (int i = 0; i < n; i++)
+	{
+		eh_client  *c = eh_client_new(NULL);
+
+		if (!c)
+			die("%s", "out of memory");
+		threads[i].client = c;
+		eh_set_event_callback(c, sub_on_event, &threads[i]);
+		eh_set_listen(c, sub_listen);
+		eh_set_poll_interval(c, sub_poll_ms);
+		if (eh_subscribe(c, sub_org, EH_FROM_HEAD) != EH_OK)
+			die("subscribe: %s", eh_error_message(c));
+		if (pthread_create(&threads[i].thread, NULL, sub_main, &threads[i]) != 0)
+			die("%s", "pthread_create failed");
+	}
+	while (atomic_load(&sub_ready) < n)
+		usleep(10000);
+	t_ready = now_s(CLOCK_MONOTONIC);
+	touch(ready_file);
+
+	if (fgets(line, sizeof(line), stdin))
+		target = atoll(line);
+	if (target <= 0)
+		target = -2;
+	pthread_mutex_lock(&sub_lock);
+	sub_target_at = now_s(CLOCK_MONOTONIC);
+	pthread_mutex_unlock(&sub_lock);
+	atomic_store(&sub_target, target);
+
+	for (int i = 0; i < n; i++)
+		pthread_join(threads[i].thread, NULL);
+	t_end = now_s(CLOCK_MONOTONIC);
+
+	for (int i = 0; i < n; i++)
+		total += threads[i].n;
+	all = xrealloc(NULL, (total ? total : 1) * sizeof(double));
+	total = 0;
+	for (int i = 0; i < n; i++)
+	{
+		sub_thread *t = &threads[i];
+
+		memcpy(all + total, t->lat, t->n * sizeof(double));
+		total += t->n;
+		polls += t->at_end.polls - t->at_ready.polls;
+		if (t->t_end > t->t_ready)
+			poll_rate += (t->at_end.polls - t->at_ready.polls) / (t->t_end - t->t_ready);
+		notes += t->at_end.notifications - t->at_ready.notifications;
+		failed += t->failed;
+		if (target > 0)
+			expected += target - t->start_cursor;
+		free(t->lat);
+		eh_client_free(t->client);
+	}
+	if (lat_file)
+	{
+		FILE	   *f = fopen(lat_file, "w");
+
+		if (!f)
+			die("cannot create %s", lat_file);
+		for (size_t i = 0; i < total; i++)
+			fprintf(f, "%.3f\n", all[i]);
+		fclose(f);
+	}
+	print_pcts(all, total);
+	printf(" clients=%d expected=%lld failed=%d polls=%llu notifications=%llu window_s=%.3f"
+		   " polls_per_s=%.2f\n",
+		   n, expected, failed, (unsigned long long) polls, (unsigned long long) notes,
+		   t_end - t_ready, poll_rate);
+	free(all);
+	free(threads);
+	return failed || (long long) total != expected || target < 0 ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ catchup */
+
+static int
+count_event(eh_client *client, const eh_event *ev, void *arg)
+{
+	(void) client;
+	(void) ev;
+	(*(long long *) arg)++;
+	return 0;
+}
+
+static int
+run_catchup(const char *org, long long expect)
+{
+	eh_client  *c = eh_client_new(NULL);
+	long long	got = 0;
+	double		t0,
+				t1;
+	struct rusage ru;
+
+	if (!c)
+		die("%s", "out of memory");
+	eh_set_event_callback(c, count_event, &got);
+	if (eh_subscribe(c, org, 0) != EH_OK)
+		die("subscribe: %s", eh_error_message(c));
+	t0 = now_s(CLOCK_MONOTONIC);
+	if (eh_connect(c) != EH_OK)
+		fprintf(stderr, "eh_bench: connect: %s (retrying)\n", eh_error_message(c));
+	while (eh_cursor(c, org) < expect)
+	{
+		if (now_s(CLOCK_MONOTONIC) - t0 > 300)
+			die("%s", "catch-up did not finish within 300 s");
+		if (eh_wait(c, 100) < 0)
+			die("%s", eh_error_message(c));
+	}
+	t1 = now_s(CLOCK_MONOTONIC);
+	getrusage(RUSAGE_SELF, &ru);
+	printf("events=%lld seconds=%.3f events_per_s=%.0f maxrss_kb=%ld\n",
+		   got, t1 - t0, got / (t1 - t0), ru.ru_maxrss);
+	eh_client_free(c);
+	return got == expect ? 0 : 1;
+}
+
+/* ------------------------------------------------------------- listen */
+
+static int
+run_listen(int n, const char *ready_file)
+{
+	PGconn	  **conns = calloc(n, sizeof(PGconn *));
+	struct pollfd *pfd = calloc(n + 1, sizeof(struct pollfd));
+	unsigned long long notes = 0;
+
+	if (!conns || !pfd)
+		die("%s", "out of memory");
+	for (int i = 0; i < n; i++)
+	{
+		PGresult   *res;
+
+		conns[i] = PQconnectdb("");
+		if (PQstatus(conns[i]) != CONNECTION_OK)
+			die("connect: %s", PQerrorMessage(conns[i]));
+		res = PQexec(conns[i], "LISTEN eventhub");
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			die("LISTEN: %s", PQerrorMessage(conns[i]));
+		PQclear(res);
+	}
+	touch(ready_file);
+	for (;;)
+	{
+		pfd[0].fd = STDIN_FILENO;
+		pfd[0].events = POLLIN;
+		for (int i = 0; i < n; i++)
+		{
+			pfd[i + 1].fd = PQsocket(conns[i]);
+			pfd[i + 1].events = POLLIN;
+		}
+		if (poll(pfd, n + 1, -1) < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			die("%s", "poll failed");
+		}
+		if (pfd[0].revents)
+		{
+			char		buf[256];
+
+			if (read(STDIN_FILENO, buf, sizeof(buf)) <= 0)
+				break;
+		}
+		for (int i = 0; i < n; i++)
+		{
+			PGnotify   *note;
+
+			if (!pfd[i + 1].revents)
+				continue;
+			if (!PQconsumeInput(conns[i]))
+				die("connection lost: %s", PQerrorMessage(conns[i]));
+			while ((note = PQnotifies(conns[i])) != NULL)
+			{
+				notes++;
+				PQfreemem(note);
+			}
+		}
+	}
+	for (int i = 0; i < n; i++)
+		PQfinish(conns[i]);
+	printf("connections=%d notifications=%llu\n", n, notes);
+	free(conns);
+	free(pfd);
+	return 0;
+}
+
+/* --------------------------------------------------------------- pctl */
+
+/*
+ * pgbench -l lines: client_id transaction_no time_us script_no epoch_s
+ * epoch_us [schedule_lag_us].  With -R, time_us counts from the scheduled
+ * start, so it includes the schedule lag.
+ */
+static int
+run_pctl(int nfiles, char **files, double from, double until)
+{
+	double	   *v = NULL;
+	size_t		n = 0,
+				cap = 0;
+
+	for (int i = 0; i < nfiles; i++)
+	{
+		FILE	   *f = fopen(files[i], "r");
+		char		line[256];
+
+		if (!f)
+			die("cannot open %s", files[i]);
+		while (fgets(line, sizeof(line), f))
+		{
+			long		client,
+						xact,
+						script;
+			double		lat_us;
+			long long	es,
+						eus;
+			double		t;
+
+			if (sscanf(line, "%ld %ld %lf %ld %lld %lld", &client, &xact, &lat_us, &script, &es, &eus) != 6)
+				continue;		/* "skipped" transactions and the like */
+			t = es + eus / 1e6;
+			if ((from > 0 && t < from) || (until > 0 && t > until))
+				continue;
+			if (n == cap)
+			{
+				cap = cap ? cap * 2 : 4096;
+				v = xrealloc(v, cap * sizeof(double));
+			}
+			v[n++] = lat_us / 1000.0;
+		}
+		fclose(f);
+	}
+	print_pcts(v, n);
+	printf("\n");
+	free(v);
+	return n > 0 ? 0 : 1;
+}
+
+/* --------------------------------------------------------------- main */
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+			"usage: eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY] [-L LATFILE] [-t DRAIN_S]\n"
+			"       eh_bench catchup -o ORG -e EXPECT\n"
+			"       eh_bench listen -n CONNS [-r READY]\n"
+			"       eh_bench pctl [-f FROM_EPOCH] [-u UNTIL_EPOCH] PGBENCH_LOG...\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *mode;
+	const char *org = NULL,
+			   *ready = NULL,
+			   *latfile = NULL;
+	int			n = 1,
+				opt;
+	long long	expect = 0;
+	double		from = 0,
+				until = 0;
+
+	if (argc < 2)
+		usage();
+	mode = argv[1];
+	optind = 2;
+	while ((opt = getopt(argc, argv, "o:n:l:p:r:L:t:e:f:u:")) != -1)
+	{
+		switch (opt)
+		{
+			case 'o':
+				org = optarg;
+				break;
+			case 'n':
+				n = atoi(optarg);
+				break;
+			case 'l':
+				sub_listen = atoi(optarg);
+				break;
+			case 'p':
+				sub_poll_ms = atoi(optarg);
+				break;
+			case 'r':
+				ready = optarg;
+				break;
+			case 'L':
+				latfile = optarg;
+				break;
+			case 't':
+				sub_drain_s = atof(optarg);
+				break;
+			case 'e':
+				expect = atoll(optarg);
+				break;
+			case 'f':
+				from = atof(optarg);
+				break;
+			case 'u':
+				until = atof(optarg);
+				break;
+			default:
+				usage();
+		}
+	}
+	if (n < 1)
+		usage();
+	if (strcmp(mode, "sub") == 0 && org)
+	{
+		sub_org = org;
+		return run_sub(n, ready, latfile);
+	}
+	if (strcmp(mode, "catchup") == 0 && org && expect > 0)
+		return run_catchup(org, expect);
+	if (strcmp(mode, "listen") == 0)
+		return run_listen(n, ready);
+	if (strcmp(mode, "pctl") == 0 && optind < argc)
+		return run_pctl(argc - optind, argv + optind, from, until);
+	usage();
+	return 2;
+}
