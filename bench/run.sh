@@ -47,16 +47,11 @@ if [ "${1:-}" != "--inner" ]; then
 		read -r -a libs <<<"$(pkg-config --cflags --libs eventhub) -lpq"
 	fi
 	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo/bench/eh_bench.c" "${libs[@]}"
-	chmod 755 "$work"
-	if [ "$(id -u)" -eq 0 ]; then
-		chown -R postgres: "$work"
-		run=(runuser -u postgres --)
-	else
-		run=()
-	fi
+	source "$repo/scripts/cluster.sh"
+	hand_over "$work"
 	# In the background, so that a SIGTERM or SIGINT here reaches the inner run
 	# (which then stops its cluster) before the staging directory goes.
-	"${run[@]}" env BENCH_SCALE="$scale" PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
+	"${AS_USER[@]}" env BENCH_SCALE="$scale" PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
 	child=$!
 	trap 'kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; exit 130' INT TERM
 	wait "$child"

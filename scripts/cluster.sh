@@ -34,3 +34,16 @@ cluster_stop() {
 		"$PG_BINDIR/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 	fi
 }
+
+# hand_over DIR: let the unprivileged user own a staged copy.  Sets the array
+# AS_USER to the command prefix that runs as that user: runuser when this
+# runs as root (PostgreSQL refuses root), nothing otherwise.
+hand_over() {
+	chmod 755 "$1"
+	if [ "$(id -u)" -eq 0 ]; then
+		chown -R postgres: "$1"
+		AS_USER=(runuser -u postgres --)
+	else
+		AS_USER=()
+	fi
+}

@@ -12,10 +12,6 @@ make -s install >/dev/null
 work=$(mktemp -d /tmp/eventhub-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp -r scripts regress client demo "$work/"
-chmod 755 "$work"
-if [ "$(id -u)" -eq 0 ]; then
-	chown -R postgres: "$work"
-	runuser -u postgres -- bash "$work/scripts/demo-run.sh" "$work"
-else
-	bash "$work/scripts/demo-run.sh" "$work"
-fi
+source scripts/cluster.sh
+hand_over "$work"
+"${AS_USER[@]}" bash "$work/scripts/demo-run.sh" "$work"

@@ -11,17 +11,11 @@ scripts/deps.sh
 make -s
 make -s install >/dev/null
 
+source scripts/cluster.sh
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
 cp -r regress scripts client demo bench README.md "$work/"
-chmod 755 "$work"
-if [ "$(id -u)" -eq 0 ]; then
-	chown -R postgres: "$work"
-	run=(runuser -u postgres --)
-else
-	run=()
-fi
-
-if "${run[@]}" bash "$work/scripts/run-suites.sh" "$work"; then
+hand_over "$work"
+if "${AS_USER[@]}" bash "$work/scripts/run-suites.sh" "$work"; then
 	rm -rf "$work"
 else
 	echo "eventhub: test output kept in $work" >&2
