@@ -5,11 +5,15 @@
  * usage error, 3 `watch --timeout` passed before --count events arrived,
  * 4 `status --fail-if-lag N` found a live replica more than N behind.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -21,13 +25,24 @@
 #define EXIT_TIMEOUT 3
 #define EXIT_LAGGING 4
 
-static volatile sig_atomic_t interrupted = 0;
+/*
+ * SIGINT and SIGTERM write a byte to this pipe, which the watch loop polls
+ * together with the connection: a signal that arrives while a query runs is
+ * not lost.
+ */
+static int signal_pipe[2] = {-1, -1};
 
 static void
 on_signal(int signo)
 {
-	(void) signo;
-	interrupted = 1;
+	char		byte = (char) signo;
+	int			saved = errno;
+
+	if (write(signal_pipe[1], &byte, 1) < 0)
+	{
+		/* the pipe is full: a signal is already pending */
+	}
+	errno = saved;
 }
 
 /* Writes str as a JSON string. */
@@ -182,6 +197,7 @@ run_watch(const cli_options *o)
 	watch_state w = {o->count, 0};
 	double		deadline = o->timeout_s > 0 ? now_seconds() + o->timeout_s : -1;
 	int			status = 0;
+	int			interrupted = 0;
 
 	if (!c)
 	{
@@ -204,7 +220,12 @@ run_watch(const cli_options *o)
 		return 1;
 	}
 	for (int i = 0; i < o->norgs; i++)
-		eh_subscribe(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD);
+		if (eh_subscribe(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD) != EH_OK)
+		{
+			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+			eh_client_free(c);
+			return 1;
+		}
 
 	/* The first connection must work; later losses are retried. */
 	if (eh_connect(c) != EH_OK)
@@ -214,12 +235,25 @@ run_watch(const cli_options *o)
 		return 1;
 	}
 
-	/* SIGINT and SIGTERM interrupt eh_wait, which then returns 0. */
-	while (!interrupted && !(w.limit > 0 && w.seen >= w.limit))
+	/*
+	 * The client's own event-loop interface: wait on its socket, the signal
+	 * pipe and its next timer, then let it process what is ready.
+	 */
+	while (!interrupted)
 	{
-		int			wait = -1;
-		int			n;
+		struct pollfd fds[2];
+		int			wait;
+		int			n = eh_process(c);
 
+		if (n < 0)
+		{
+			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+			status = 1;
+			break;
+		}
+		if (w.limit > 0 && w.seen >= w.limit)
+			break;
+		wait = eh_next_timeout_ms(c);
 		if (deadline >= 0)
 		{
 			double		left = deadline - now_seconds();
@@ -231,15 +265,22 @@ run_watch(const cli_options *o)
 				status = EXIT_TIMEOUT;
 				break;
 			}
-			wait = (int) (left * 1000) + 1;
+			if (wait < 0 || left * 1000 < wait)
+				wait = (int) (left * 1000) + 1;
 		}
-		n = eh_wait(c, wait);
-		if (n < 0 && n != EH_ERR_CONNECTION)
+		fds[0].fd = signal_pipe[0];
+		fds[0].events = POLLIN;
+		fds[1].fd = eh_socket(c);	/* changes after a reconnect */
+		fds[1].events = POLLIN;
+		fds[0].revents = fds[1].revents = 0;
+		if (poll(fds, fds[1].fd >= 0 ? 2 : 1, wait) < 0 && errno != EINTR)
 		{
-			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+			fprintf(stderr, "eventhub: poll failed: %s\n", strerror(errno));
 			status = 1;
 			break;
 		}
+		if (fds[0].revents & POLLIN)
+			interrupted = 1;
 	}
 	eh_client_free(c);
 	return interrupted ? 130 : status;
@@ -482,6 +523,13 @@ main(int argc, char **argv)
 		return 0;
 	}
 
+	if (pipe(signal_pipe) != 0 ||
+		fcntl(signal_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+		fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+	{
+		fprintf(stderr, "eventhub: could not create a pipe: %s\n", strerror(errno));
+		return 1;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESETHAND;	/* a second signal ends the process at once */

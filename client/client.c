@@ -85,6 +85,7 @@ struct eh_client
 
 	eh_sub	   *subs;
 	int			stop;			/* the event callback asked to stop */
+	int			in_callback;	/* a callback runs: subscriptions are fixed */
 
 	char	   *replica_id;		/* NULL: no heartbeats */
 	char	   *replica_labels;
@@ -311,7 +312,11 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 	s->needs_fetch = 0;
 	s->acked = -1;				/* the reload covers the head */
 	if (c->resync_cb)
+	{
+		c->in_callback = 1;
 		c->resync_cb(c, s->org, reason, head, c->resync_arg);
+		c->in_callback = 0;
+	}
 }
 
 /* A growing string; oom is set, and appends stop, when memory runs out. */
@@ -417,6 +422,8 @@ check_state(eh_client *c)
 	int			row = 0;
 
 	schedule_poll(c);
+	if (!c->conn)
+		return EH_ERR_CONNECTION;
 	if (!c->subs)
 		return EH_OK;
 
@@ -540,6 +547,9 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 		PGresult   *res;
 		int			n;
 
+		if (!c->conn)
+			return EH_ERR_CONNECTION;
+
 		snprintf(cursor_text, sizeof(cursor_text), "%lld", (long long) s->cursor);
 		params[0] = s->org;
 		params[1] = cursor_text;
@@ -569,6 +579,8 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 			}
 			if (!check_connection(c))
 				return EH_ERR_CONNECTION;
+			/* Not again at once: the next poll finds what is missing. */
+			s->needs_fetch = 0;
 			log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
 			return EH_ERR_SERVER;
 		}
@@ -609,10 +621,15 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 						  (long long) ev.revision, s->org, (long long) s->cursor);
 				log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
 				PQclear(res);
+				s->needs_fetch = 0;
 				return EH_ERR_SERVER;
 			}
 			if (c->event_cb)
+			{
+				c->in_callback = 1;
 				stop = c->event_cb(c, &ev, c->event_arg);
+				c->in_callback = 0;
+			}
 			s->cursor = ev.revision;
 			snprintf(s->version, sizeof(s->version), "%s", ev.version_id);
 			c->stats.events_delivered++;
@@ -778,8 +795,12 @@ eh_process(eh_client *c)
 	for (int round = 0; round < 100 && c->conn && !c->stop; round++)
 	{
 		drain_notifications(c);
-		if (now_ms() >= c->next_poll_at && check_state(c) == EH_ERR_MEMORY)
-			return EH_ERR_MEMORY;
+		if (now_ms() >= c->next_poll_at)
+		{
+			rc = check_state(c);
+			if (rc == EH_ERR_MEMORY || rc == EH_ERR_SERVER)
+				return delivered ? delivered : rc;
+		}
 		if (c->conn && c->replica_id && now_ms() >= c->next_heartbeat_at &&
 			send_heartbeat(c) == EH_ERR_MEMORY)
 			return EH_ERR_MEMORY;
@@ -790,7 +811,10 @@ eh_process(eh_client *c)
 		{
 			if (!s->needs_fetch)
 				continue;
-			if (fetch(c, s, &delivered) == EH_ERR_CONNECTION)
+			rc = fetch(c, s, &delivered);
+			if (rc == EH_ERR_SERVER)
+				return delivered ? delivered : rc;
+			if (rc == EH_ERR_CONNECTION)
 				break;
 		}
 	}
@@ -1108,6 +1132,11 @@ eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
+	if (c->in_callback)
+	{
+		set_error(c, "eh_subscribe cannot be called from a callback");
+		return EH_ERR_ARGUMENT;
+	}
 	if (!org || !org[0])
 	{
 		set_error(c, "organization id must not be empty");
@@ -1145,6 +1174,11 @@ eh_unsubscribe(eh_client *c, const char *org)
 {
 	if (!c || !org)
 		return EH_ERR_ARGUMENT;
+	if (c->in_callback)
+	{
+		set_error(c, "eh_unsubscribe cannot be called from a callback");
+		return EH_ERR_ARGUMENT;
+	}
 	for (eh_sub **p = &c->subs; *p; p = &(*p)->next)
 	{
 		if (strcmp((*p)->org, org) == 0)

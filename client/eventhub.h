@@ -103,7 +103,8 @@ typedef struct eh_stats
  * go on; return non-zero to stop delivering for now: the event counts as
  * delivered, and eh_process()/eh_wait() return after it.  The event and its
  * strings are valid only during the call.  The callback must not call
- * eh_process(), eh_wait() or eh_client_free() on this client.
+ * eh_process(), eh_wait() or eh_client_free() on this client;
+ * eh_subscribe() and eh_unsubscribe() refuse to run from it.
  */
 typedef int (*eh_event_cb) (eh_client *client, const eh_event *event, void *arg);
 
@@ -188,8 +189,11 @@ int			eh_next_timeout_ms(const eh_client *client);
  * Processes whatever is ready without waiting for the network to have
  * more: reads notifications, fetches and delivers missing events, polls and
  * reconnects when due.  Fetching runs short blocking queries.  Returns the
- * number of events delivered (>= 0), or a negative EH_ERR_* code for an
- * error that retrying will not fix (the connection is retried by itself).
+ * number of events delivered (>= 0), or a negative EH_ERR_* code:
+ * EH_ERR_SERVER when the server refused a query (eh_error_message() says
+ * why; the client tries again at its next poll, not at once), EH_ERR_MEMORY
+ * when out of memory.  A lost connection is not an error here: the client
+ * reconnects by itself.
  */
 int			eh_process(eh_client *client);
 

@@ -104,6 +104,17 @@ is($rc, 1, 'watch exits 1 when its first connection fails');
 ($rc, $out, $err) = cli('-d', $connstr, 'watch', '--org', 'acme', '--timeout', '0.5');
 is($rc, 3, 'watch exits 3 when --timeout passes first');
 like($err, qr/timeout after 0.5 s with 0 events/, 'and says so');
+# A query the server refuses (here: no EXECUTE on events_since) is reported
+# and ends watch, instead of being retried in a tight loop.
+$node->safe_psql('postgres', q{
+	CREATE ROLE regress_watcher LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO regress_watcher;
+	GRANT SELECT ON eventhub.organization_states, eventhub.events TO regress_watcher;
+});
+($rc, $out, $err) = cli('-d', "$connstr user=regress_watcher", 'watch', '--org', 'acme', '--after', '0',
+	'--timeout', '20');
+is($rc, 1, 'watch exits 1 when the server refuses to give it events');
+like($err, qr/permission denied for function events_since/, 'and says why');
 ($rc, $out) = cli('--version');
 like($out, qr/^eventhub \d+\.\d+\.\d+$/, '--version');
 
