@@ -97,12 +97,21 @@ step "the server restarts in the middle of it all, then burst 3"
 burst 3 120
 
 step "waiting until every replica has applied every organization's head"
-if ! wait_for "SELECT count(*) = ${#replicas[@]} * ${#orgs[@]} AND bool_and(lag_revisions = 0 AND state = 'live')
+# Converged: every replica at every head, and every replica's configuration
+# hash (reported with its heartbeats) equal to the others'.
+if ! wait_for "SELECT count(*) = ${#replicas[@]} * ${#orgs[@]}
+                      AND bool_and(lag_revisions = 0 AND state = 'live' AND hash_agrees)
                FROM eventhub.replica_status" 60; then
 	echo "demo: the replicas did not converge within 60 s" >&2
 fi
 echo
 "$work/client/eventhub" -d "host=$PGHOST port=$PGPORT dbname=postgres user=postgres" status
+
+# Before the replicas stop (and deregister): do their hashes agree?
+declare -A agree=()
+for r in "${replicas[@]}"; do
+	agree[$r]=$(value "SELECT bool_and(hash_agrees AND config_hash IS NOT NULL) FROM eventhub.replica_status WHERE replica_id = '$r'")
+done
 
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" || true; done
@@ -127,6 +136,7 @@ for r in "${replicas[@]}"; do
 	fi
 	expected=$(for o in "${orgs[@]}"; do value "SELECT revision FROM eventhub.organization_states WHERE organization = '$o'"; done | tr '\n' ' ')
 	[ "$applied " = "$expected" ] || { ok=0; same="$same; NOT AT THE HEAD"; }
+	[ "${agree[$r]}" = t ] || { ok=0; same="$same; CONFIG HASHES DISAGREE"; }
 	printf '%-10s %-38s %7s %8s %8s %8s %10s  %s\n' "$r" "$applied" "$(field events)" "$(field p50_ms)" \
 		"$(field p99_ms)" "$(field max_ms)" "$(field reconnects)" "$same (digest $(field digest))"
 done
@@ -135,7 +145,7 @@ echo "latency: publish (revision assigned) to applied in the replica's map, same
 echo "the maxima include the events published while a replica or the server was reconnecting."
 if [ $ok -ne 1 ]; then
 	echo "demo: FAILED: the replicas did not converge" >&2
-	tail -5 "$work"/replica-*.log >&2
+	tail -n 5 "$work"/replica-*.log >&2
 	exit 1
 fi
 echo "demo: OK: all replicas converged on the same $(wc -l <"$work/apis.map") entities"

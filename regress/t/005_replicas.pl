@@ -2,6 +2,8 @@
 #
 #   - the client's heartbeats reach eventhub.replicas and replica_progress,
 #     and an orderly exit deregisters;
+#   - with eh_ack, heartbeats report what the application acknowledged, and
+#     eh_set_config_hash's hash;
 #   - a replica that stops heartbeating turns stale, then the worker removes it;
 #   - retention keeps an expired event for a live lagging replica, and
 #     deletes it at eventhub.max_retention, after which that replica resyncs;
@@ -68,6 +70,27 @@ $watch->finish;
 is($watch->result(0), 0, 'the watcher exited after its count') or diag($err);
 is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'0', 'an orderly exit deregisters the replica');
+
+#
+# An application that applies events later acknowledges them itself, and
+# reports a configuration hash: heartbeats carry that, not the delivery.
+#
+my ($ack_out, $ack_err) = ('', '');
+my $acker = IPC::Run::start(
+	[ "$ENV{EVENTHUB_WORK}/client/test_ack", $connstr, 'acker', 'acme', '6', '2', 'sha-acme-2' ],
+	'>', \$ack_out, '2>', \$ack_err, IPC::Run::timeout(60));
+$acker->pump until $ack_out =~ /acked/ || !$acker->pumpable;
+like($ack_out, qr/acked/, 'the application was handed all six events') or diag($ack_err);
+$node->poll_query_until('postgres',
+	"SELECT applied_revision = 2 AND config_hash = 'sha-acme-2' FROM eventhub.replica_progress"
+	  . " WHERE replica_id = 'acker' AND organization_id = 'acme'")
+  or die "the acknowledged revision did not arrive";
+is( $node->safe_psql('postgres',
+		"SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
+	'4', 'the heartbeat reports the acknowledged revision (2 of 6) and the hash');
+$acker->signal('TERM');
+$acker->finish;
+is($acker->result(0), 0, 'the acknowledging replica exits cleanly') or diag($ack_err);
 
 #
 # No more heartbeats: stale, then removed.
