@@ -40,10 +40,11 @@ typedef struct EventhubRetention
 	TimestampTz expired_before;	/* eventhub.retention */
 	TimestampTz forced_before;	/* eventhub.max_retention, or +infinity */
 	TimestampTz live_since;		/* heartbeats after this are live replicas */
+	TimestampTz resume_from;	/* where the cycle's next batch starts */
 } EventhubRetention;
 
 extern void EventhubRetentionNow(EventhubRetention *r);
-extern int64 EventhubDeleteExpiredBatch(const EventhubRetention *r, int batch_size);
+extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size);
 extern int64 EventhubRemoveStaleReplicas(void);
 
 /* worker.c */

@@ -35,46 +35,61 @@ EventhubRetentionNow(EventhubRetention *r)
 	else
 		TIMESTAMP_NOEND(r->forced_before);
 	r->live_since = now - (int64) eventhub_replica_ttl * USECS_PER_SEC;
+	TIMESTAMP_NOBEGIN(r->resume_from);
 }
 
 /*
  * Deletes at most batch_size expired events, oldest first, and returns how
  * many it deleted.  An expired event stays while a live replica that
  * follows its organization has not applied it, unless it is older than
- * eventhub.max_retention.  The caller has connected to SPI and set up a
- * transaction.  Rows another deleter holds are skipped, not waited for.
+ * eventhub.max_retention.  Each batch starts where the previous one of the
+ * same cycle ended (r->resume_from), so that it does not walk again over the
+ * index entries of the rows already deleted, which vacuum has not removed
+ * yet: every batch costs the same, however large the backlog.  The caller
+ * has connected to SPI and set up a transaction.  Rows another deleter holds
+ * are skipped, not waited for.
  */
 int64
-EventhubDeleteExpiredBatch(const EventhubRetention *r, int batch_size)
+EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[4];
+	Oid			argtypes[5] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[5];
+	int64		deleted;
+	bool		isnull;
 	int			ret;
 
 	EventhubKeptPlan(&plan,
-					 "DELETE FROM eventhub.events WHERE ctid = ANY (ARRAY("
-					 " SELECT e.ctid FROM eventhub.events e"
-					 " WHERE e.processed_timestamp < $1"
-					 " AND (e.processed_timestamp < $3 OR NOT EXISTS ("
-					 "  SELECT FROM eventhub.replica_progress p"
-					 "  JOIN eventhub.replicas r ON r.replica_id = p.replica_id"
-					 "  WHERE p.organization_id = e.organization_id"
-					 "  AND p.applied_revision < e.revision"
-					 "  AND r.last_heartbeat >= $4))"
-					 " ORDER BY e.processed_timestamp LIMIT $2"
-					 " FOR UPDATE OF e SKIP LOCKED))",
-					 4, argtypes);
+					 "WITH gone AS ("
+					 " DELETE FROM eventhub.events WHERE ctid = ANY (ARRAY("
+					 "  SELECT e.ctid FROM eventhub.events e"
+					 "  WHERE e.processed_timestamp >= $5 AND e.processed_timestamp < $1"
+					 "  AND (e.processed_timestamp < $3 OR NOT EXISTS ("
+					 "   SELECT FROM eventhub.replica_progress p"
+					 "   JOIN eventhub.replicas r ON r.replica_id = p.replica_id"
+					 "   WHERE p.organization_id = e.organization_id"
+					 "   AND p.applied_revision < e.revision"
+					 "   AND r.last_heartbeat >= $4))"
+					 "  ORDER BY e.processed_timestamp LIMIT $2"
+					 "  FOR UPDATE OF e SKIP LOCKED))"
+					 " RETURNING processed_timestamp)"
+					 " SELECT count(*), max(processed_timestamp) FROM gone",
+					 5, argtypes);
 
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = TimestampTzGetDatum(r->forced_before);
 	values[3] = TimestampTzGetDatum(r->live_since);
+	values[4] = TimestampTzGetDatum(r->resume_from);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
-	if (ret != SPI_OK_DELETE)
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
-	return (int64) SPI_processed;
+	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (deleted > 0)
+		r->resume_from = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 2, &isnull));
+	return deleted;
 }
 
 /*
