@@ -218,6 +218,23 @@ check_connection(eh_client *c)
 	return 0;
 }
 
+static void drain_notifications(eh_client *c);
+
+/*
+ * Runs one query.  A notification that arrives while it runs is taken in by
+ * libpq with the answer rather than left on the socket, so it is taken from
+ * libpq's queue here: whoever waits on the socket next would not see it.
+ */
+static PGresult *
+query(eh_client *c, const char *sql, int nparams, const char *const *params)
+{
+	PGresult   *res = nparams == 0 ? PQexec(c->conn, sql) :
+		PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+
+	drain_notifications(c);
+	return res;
+}
+
 static void
 schedule_poll(eh_client *c)
 {
@@ -233,7 +250,7 @@ start_listening(eh_client *c)
 	c->listening = 0;
 	if (!c->listen_enabled)
 		return;
-	res = PQexec(c->conn, "LISTEN eventhub");
+	res = query(c, "LISTEN eventhub", 0, NULL);
 	if (PQresultStatus(res) == PGRES_COMMAND_OK)
 		c->listening = 1;
 	else if (PQstatus(c->conn) == CONNECTION_OK && !c->listen_failure_logged)
@@ -309,7 +326,7 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 	c->stats.resyncs++;
 	s->cursor = head;
 	snprintf(s->version, sizeof(s->version), "%s", head_version ? head_version : "");
-	s->needs_fetch = 0;
+	/* needs_fetch stays: a notification may have named a revision above head */
 	s->acked = -1;				/* the reload covers the head */
 	if (c->resync_cb)
 	{
@@ -461,7 +478,7 @@ check_state(eh_client *c)
 
 	params[0] = names;
 	params[1] = revs;
-	res = PQexecParams(c->conn, STATE_SQL, 2, NULL, params, NULL, NULL, 0);
+	res = query(c, STATE_SQL, 2, params);
 	free(names);
 	free(revs);
 	c->stats.polls++;
@@ -507,10 +524,8 @@ static int
 read_head(eh_client *c, const char *org, int64_t *head, char version[EH_VERSION_ID_LEN + 1])
 {
 	const char *params[1] = {org};
-	PGresult   *res = PQexecParams(c->conn,
-								   "SELECT revision, version_id::text FROM eventhub.organization_states"
-								   " WHERE organization = $1",
-								   1, NULL, params, NULL, NULL, 0);
+	PGresult   *res = query(c, "SELECT revision, version_id::text FROM eventhub.organization_states"
+							" WHERE organization = $1", 1, params);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -526,6 +541,20 @@ read_head(eh_client *c, const char *org, int64_t *head, char version[EH_VERSION_
 		snprintf(version, EH_VERSION_ID_LEN + 1, "%s", PQgetvalue(res, 0, 1));
 	}
 	PQclear(res);
+	return EH_OK;
+}
+
+/* Resyncs a subscription to its organization's current head. */
+static int
+resync_to_head(eh_client *c, eh_sub *s, eh_resync_reason reason)
+{
+	int64_t		head;
+	char		version[EH_VERSION_ID_LEN + 1];
+	int			rc = read_head(c, s->org, &head, version);
+
+	if (rc != EH_OK)
+		return rc;
+	resync(c, s, reason, head, version);
 	return EH_OK;
 }
 
@@ -549,12 +578,14 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 
 		if (!c->conn)
 			return EH_ERR_CONNECTION;
+		/* Cleared before the query: a notification it drains sets it again. */
+		s->needs_fetch = 0;
 
 		snprintf(cursor_text, sizeof(cursor_text), "%lld", (long long) s->cursor);
 		params[0] = s->org;
 		params[1] = cursor_text;
 		params[2] = batch_text;
-		res = PQexecParams(c->conn, FETCH_SQL, 3, NULL, params, NULL, NULL, 0);
+		res = query(c, FETCH_SQL, 3, params);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
 			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -567,20 +598,10 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 			set_result_error(c, res, "fetching events failed");
 			PQclear(res);
 			if (reason)
-			{
-				int64_t		head;
-				char		version[EH_VERSION_ID_LEN + 1];
-				int			rc = read_head(c, s->org, &head, version);
-
-				if (rc != EH_OK)
-					return rc;
-				resync(c, s, (eh_resync_reason) reason, head, version);
-				return EH_OK;
-			}
+				return resync_to_head(c, s, (eh_resync_reason) reason);
 			if (!check_connection(c))
 				return EH_ERR_CONNECTION;
 			/* Not again at once: the next poll finds what is missing. */
-			s->needs_fetch = 0;
 			log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
 			return EH_ERR_SERVER;
 		}
@@ -589,15 +610,8 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 		if (n > 0 && s->version[0] && !PQgetisnull(res, 0, 11) &&
 			strcmp(PQgetvalue(res, 0, 11), s->version) != 0)
 		{
-			int64_t		head;
-			char		version[EH_VERSION_ID_LEN + 1];
-			int			rc;
-
 			PQclear(res);
-			if ((rc = read_head(c, s->org, &head, version)) != EH_OK)
-				return rc;
-			resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, version);
-			return EH_OK;
+			return resync_to_head(c, s, EH_RESYNC_VERSION_MISMATCH);
 		}
 		for (int i = 0; i < n; i++)
 		{
@@ -621,7 +635,6 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 						  (long long) ev.revision, s->org, (long long) s->cursor);
 				log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
 				PQclear(res);
-				s->needs_fetch = 0;
 				return EH_ERR_SERVER;
 			}
 			if (c->event_cb)
@@ -642,8 +655,9 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 			}
 		}
 		PQclear(res);
-		if (n < c->batch_size && !c->stop)
-			s->needs_fetch = 0;
+		/* A full batch may have more behind it; a stop leaves rows undelivered. */
+		if (n == c->batch_size || c->stop)
+			s->needs_fetch = 1;
 	}
 	return EH_OK;
 }
@@ -699,8 +713,7 @@ send_heartbeat(eh_client *c)
 	params[1] = progress.data;
 	params[2] = c->replica_labels;
 	params[3] = c->replica_version;
-	res = PQexecParams(c->conn, "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)",
-					   4, NULL, params, NULL, NULL, 0);
+	res = query(c, "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)", 4, params);
 	free(progress.data);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -787,11 +800,7 @@ eh_process(eh_client *c)
 		return 0;
 	}
 
-	/*
-	 * A notification that arrives while one of our queries runs is queued by
-	 * libpq, not left on the socket: drain the queue after every query, and
-	 * go round again while anything is pending.
-	 */
+	/* Go round while anything is pending; query() drains after each query. */
 	for (int round = 0; round < 100 && c->conn && !c->stop; round++)
 	{
 		drain_notifications(c);
@@ -804,7 +813,6 @@ eh_process(eh_client *c)
 		if (c->conn && c->replica_id && now_ms() >= c->next_heartbeat_at &&
 			send_heartbeat(c) == EH_ERR_MEMORY)
 			return EH_ERR_MEMORY;
-		drain_notifications(c);
 		if (!any_fetch_pending(c))
 			break;
 		for (eh_sub *s = c->subs; s && c->conn && !c->stop; s = s->next)
@@ -1234,8 +1242,7 @@ eh_publish(eh_client *c, const char *org, const char *event_type, const char *ac
 	params[3] = entity_id;
 	params[4] = correlation_id;
 	params[5] = event_data;
-	res = PQexecParams(c->conn, "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)",
-					   6, NULL, params, NULL, NULL, 0);
+	res = query(c, "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)", 6, params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
 		set_result_error(c, res, "publishing failed");
