@@ -125,7 +125,6 @@ kv() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p" | head -1; }
 # calc EXPR: floating-point arithmetic with awk.
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
 ge() { awk "BEGIN { exit !($1 >= $2) }"; }
-now_epoch() { q -c "SELECT extract(epoch FROM clock_timestamp())"; }
 wait_file() { # wait_file FILE PID: until FILE exists, or fail if PID died
 	local i
 	for ((i = 0; i < 1200; i++)); do

@@ -48,6 +48,13 @@ static SPIPlanPtr insert_event_plan;
 static SPIPlanPtr insert_event_once_plan;
 static SPIPlanPtr restore_plan;
 
+#define INSERT_EVENT_SQL \
+	"INSERT INTO eventhub.events" \
+	" (organization_id, revision, version_id, processed_timestamp," \
+	" originated_timestamp, event_type, action, entity_id," \
+	" correlation_id, event_data)" \
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+
 /*
  * Returns the cached plan for a query, preparing and keeping it on first use.
  * The caller has connected to SPI.
@@ -405,21 +412,10 @@ publish_event(PG_FUNCTION_ARGS)
 	 */
 	if (correlation_given)
 		plan = EventhubKeptPlan(&insert_event_once_plan,
-								"INSERT INTO eventhub.events"
-								" (organization_id, revision, version_id, processed_timestamp,"
-								" originated_timestamp, event_type, action, entity_id,"
-								" correlation_id, event_data)"
-								" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-								" ON CONFLICT (correlation_id) DO NOTHING",
+								INSERT_EVENT_SQL " ON CONFLICT (correlation_id) DO NOTHING",
 								10, argtypes);
 	else
-		plan = EventhubKeptPlan(&insert_event_plan,
-								"INSERT INTO eventhub.events"
-								" (organization_id, revision, version_id, processed_timestamp,"
-								" originated_timestamp, event_type, action, entity_id,"
-								" correlation_id, event_data)"
-								" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-								10, argtypes);
+		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 10, argtypes);
 	values[0] = org;
 	values[1] = Int64GetDatum(revision);
 	values[2] = UUIDPGetDatum(&version);

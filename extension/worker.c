@@ -113,7 +113,7 @@ DeleteExpiredEvents(int *batches)
 
 	EventhubRetentionNow(&r);
 	*batches = 0;
-	do
+	for (;;)
 	{
 		int			batch_size = eventhub_cleanup_batch_size;
 
@@ -131,9 +131,34 @@ DeleteExpiredEvents(int *batches)
 							 eventhub_cleanup_batch_delay, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 		}
-	} while (true);
+	}
 
 	return total;
+}
+
+/*
+ * One maintenance cycle: removes stale replicas, then deletes expired
+ * events, logging what it did.
+ */
+static void
+MaintenanceCycle(void)
+{
+	int			batches;
+	int64		deleted;
+	int64		replicas;
+
+	BeginWork("eventhub: removing stale replicas");
+	replicas = EventhubRemoveStaleReplicas();
+	EndWork();
+	if (replicas > 0)
+		ereport(LOG,
+				(errmsg("eventhub removed " INT64_FORMAT " stale replicas", replicas)));
+
+	deleted = DeleteExpiredEvents(&batches);
+	if (deleted > 0)
+		ereport(LOG,
+				(errmsg("eventhub retention deleted " INT64_FORMAT " expired events in %d transactions",
+						deleted, batches)));
 }
 
 /*
@@ -164,44 +189,28 @@ eventhub_worker_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		if (RecoveryInProgress())
+		/* On a standby, nothing: the primary's deletes replicate. */
+		if (!RecoveryInProgress())
 		{
-			/* A standby's events are the primary's business. */
-		}
-		else if (!ExtensionInstalled())
-		{
-			if (!waiting_logged)
-				ereport(LOG,
-						(errmsg("eventhub background worker is waiting for the extension in database \"%s\"",
-								eventhub_database),
-						 errhint("Run CREATE EXTENSION eventhub in database \"%s\", or set eventhub.database.",
-								 eventhub_database)));
-			waiting_logged = true;
-		}
-		else
-		{
-			int			batches;
-			int64		deleted;
-			int64		replicas;
-
-			if (waiting_logged)
-				ereport(LOG,
-						(errmsg("eventhub background worker found the extension in database \"%s\"",
-								eventhub_database)));
-			waiting_logged = false;
-
-			BeginWork("eventhub: removing stale replicas");
-			replicas = EventhubRemoveStaleReplicas();
-			EndWork();
-			if (replicas > 0)
-				ereport(LOG,
-						(errmsg("eventhub removed " INT64_FORMAT " stale replicas", replicas)));
-
-			deleted = DeleteExpiredEvents(&batches);
-			if (deleted > 0)
-				ereport(LOG,
-						(errmsg("eventhub retention deleted " INT64_FORMAT " expired events in %d transactions",
-								deleted, batches)));
+			if (!ExtensionInstalled())
+			{
+				if (!waiting_logged)
+					ereport(LOG,
+							(errmsg("eventhub background worker is waiting for the extension in database \"%s\"",
+									eventhub_database),
+							 errhint("Run CREATE EXTENSION eventhub in database \"%s\", or set eventhub.database.",
+									 eventhub_database)));
+				waiting_logged = true;
+			}
+			else
+			{
+				if (waiting_logged)
+					ereport(LOG,
+							(errmsg("eventhub background worker found the extension in database \"%s\"",
+									eventhub_database)));
+				waiting_logged = false;
+				MaintenanceCycle();
+			}
 		}
 
 		(void) WaitLatch(MyLatch,
