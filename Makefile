@@ -8,9 +8,12 @@ EXTVERSION = $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*
 
 MODULE_big = eventhub
 OBJS = \
+	extension/access.o \
 	extension/eventhub.o \
+	extension/guard.o \
 	extension/notify.o \
 	extension/publish.o \
+	extension/replicas.o \
 	extension/retention.o \
 	extension/worker.o
 

@@ -45,11 +45,15 @@
 	" FROM eventhub.events_since($1, $2, $3)"
 
 /*
- * State query: per subscription, the head revision and version, and the
- * version of the event at the cursor (to notice rewritten history).
+ * State query: per subscription, the head revision and version, the
+ * version of the event at the cursor (to notice rewritten history), and the
+ * token its notifications carry (NULL without read privilege: the fetch
+ * then reports the refusal).
  */
 #define STATE_SQL \
-	"SELECT s.revision, s.version_id::text, e.version_id::text" \
+	"SELECT s.revision, s.version_id::text, e.version_id::text," \
+	" CASE WHEN eventhub.has_organization_privilege(c.org, 'read')" \
+	"  THEN eventhub.notification_token(c.org) END" \
 	" FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(org, cursor, n)" \
 	" LEFT JOIN eventhub.organization_states s ON s.organization = c.org" \
 	" LEFT JOIN eventhub.events e ON e.organization_id = c.org AND e.revision = c.cursor" \
@@ -60,6 +64,7 @@ typedef struct eh_sub
 	char	   *org;
 	int64_t		cursor;			/* last delivered revision; -1: waiting for the head */
 	char		version[EH_VERSION_ID_LEN + 1];	/* version_id at the cursor, "" unknown */
+	char		token[EH_TOKEN_LEN + 1];	/* its notification token, "" unknown */
 	int			needs_fetch;	/* a newer revision is known to exist */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
 	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
@@ -186,6 +191,24 @@ find_sub(const eh_client *c, const char *org)
 	return NULL;
 }
 
+static eh_sub *
+find_sub_by_token(const eh_client *c, const char *token)
+{
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (strcmp(s->token, token) == 0)
+			return s;
+	return NULL;
+}
+
+static int
+any_token_unknown(const eh_client *c)
+{
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (!s->token[0])
+			return 1;
+	return 0;
+}
+
 /*
  * Forgets a broken connection and schedules the next attempt, with
  * exponential backoff and jitter.
@@ -208,11 +231,21 @@ connection_lost(eh_client *c)
 	c->backoff_ms = c->backoff_ms * 2 > c->backoff_max_ms ? c->backoff_max_ms : c->backoff_ms * 2;
 }
 
-/* Whether a failed request means the connection is gone. */
+/*
+ * Whether the connection survived a failed request; if not, forgets it and
+ * schedules a reconnect.  An error of libpq's own (no SQLSTATE: the server
+ * closed the connection, the network failed) or a FATAL one from the server
+ * (terminated, shut down) ends the connection, even where libpq has not
+ * marked it bad yet (a write that failed while unread input remained).
+ */
 static int
-check_connection(eh_client *c)
+check_connection(eh_client *c, const PGresult *res)
 {
-	if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
+	const char *severity = res ? PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+
+	if (c->conn && PQstatus(c->conn) == CONNECTION_OK &&
+		res && PQresultErrorField(res, PG_DIAG_SQLSTATE) != NULL &&
+		!(severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0)))
 		return 1;
 	connection_lost(c);
 	return 0;
@@ -485,9 +518,12 @@ check_state(eh_client *c)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		set_result_error(c, res, "checking organization_states failed");
-		PQclear(res);
-		if (!check_connection(c))
+		if (!check_connection(c, res))
+		{
+			PQclear(res);
 			return EH_ERR_CONNECTION;
+		}
+		PQclear(res);
 		log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
 		return EH_ERR_SERVER;
 	}
@@ -499,6 +535,8 @@ check_state(eh_client *c)
 		const char *head_version = registered ? PQgetvalue(res, row, 1) : "";
 		const char *cursor_version = PQgetisnull(res, row, 2) ? NULL : PQgetvalue(res, row, 2);
 
+		if (!PQgetisnull(res, row, 3))
+			snprintf(s->token, sizeof(s->token), "%s", PQgetvalue(res, row, 3));
 		if (s->cursor < 0)
 		{
 			s->cursor = head;
@@ -529,9 +567,12 @@ read_head(eh_client *c, const char *org, int64_t *head, char version[EH_VERSION_
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
+		int			alive;
+
 		set_result_error(c, res, "reading the head revision failed");
+		alive = check_connection(c, res);
 		PQclear(res);
-		return check_connection(c) ? EH_ERR_SERVER : EH_ERR_CONNECTION;
+		return alive ? EH_ERR_SERVER : EH_ERR_CONNECTION;
 	}
 	*head = 0;
 	version[0] = '\0';
@@ -595,11 +636,14 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 				reason = EH_RESYNC_HISTORY_REMOVED;
 			else if (state && strcmp(state, "EH002") == 0)
 				reason = EH_RESYNC_CURSOR_AHEAD;
+			int			alive;
+
 			set_result_error(c, res, "fetching events failed");
+			alive = check_connection(c, res);
 			PQclear(res);
 			if (reason)
 				return resync_to_head(c, s, (eh_resync_reason) reason);
-			if (!check_connection(c))
+			if (!alive)
 				return EH_ERR_CONNECTION;
 			/* Not again at once: the next poll finds what is missing. */
 			log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
@@ -717,9 +761,12 @@ send_heartbeat(eh_client *c)
 	free(progress.data);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
+		int			alive;
+
 		set_result_error(c, res, "heartbeat failed");
+		alive = check_connection(c, res);
 		PQclear(res);
-		if (!check_connection(c))
+		if (!alive)
 			return EH_ERR_CONNECTION;
 		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
 		return EH_OK;
@@ -729,7 +776,13 @@ send_heartbeat(eh_client *c)
 	return EH_OK;
 }
 
-/* Takes the notifications libpq has buffered; marks subscriptions behind. */
+/*
+ * Takes the notifications libpq has buffered; marks subscriptions behind.
+ * A notification names an organization by its token and the version it
+ * moved to: one the subscription is already at needs no fetch.  An unknown
+ * token is another organization's, unless a subscription still waits for
+ * its token, which the next poll brings.
+ */
 static void
 drain_notifications(eh_client *c)
 {
@@ -737,22 +790,22 @@ drain_notifications(eh_client *c)
 
 	while (c->conn && (n = PQnotifies(c->conn)) != NULL)
 	{
-		char	   *org;
-		int64_t		revision;
+		char		token[EH_TOKEN_LEN + 1];
 		char		version[EH_VERSION_ID_LEN + 1];
 
 		if (strcmp(n->relname, "eventhub") == 0)
 		{
 			c->stats.notifications++;
-			if (ehi_parse_payload(n->extra, &org, &revision, version) == 0)
+			if (ehi_parse_payload(n->extra, token, version) == 0)
 			{
-				eh_sub	   *s = find_sub(c, org);
+				eh_sub	   *s = find_sub_by_token(c, token);
 
-				if (s && s->cursor >= 0 && revision > s->cursor)
-					s->needs_fetch = 1;
-				else if (s && s->cursor < 0)
+				if (s && s->cursor < 0)
 					c->next_poll_at = 0;
-				free(org);
+				else if (s && strcmp(version, s->version) != 0)
+					s->needs_fetch = 1;
+				else if (!s && any_token_unknown(c))
+					c->next_poll_at = 0;
 			}
 			else
 			{
@@ -1245,9 +1298,12 @@ eh_publish(eh_client *c, const char *org, const char *event_type, const char *ac
 	res = query(c, "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)", 6, params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
+		int			alive;
+
 		set_result_error(c, res, "publishing failed");
+		alive = PQresultStatus(res) == PGRES_TUPLES_OK || check_connection(c, res);
 		PQclear(res);
-		if (!check_connection(c))
+		if (!alive)
 			return EH_ERR_CONNECTION;
 		return EH_ERR_SERVER;
 	}

@@ -8,16 +8,17 @@
 #include <stdint.h>
 
 #define EH_VERSION_ID_LEN 36
+#define EH_TOKEN_LEN 32
 
 /*
  * Parses a notification payload of channel eventhub:
- *	  {"organization_id": "...", "revision": N, "version_id": "..."}
- * Keys may come in any order and unknown keys are skipped, so that the
- * server may add some.  On success returns 0, with *organization_id a
- * malloc'd string the caller frees; returns -1 for anything malformed.
+ *	  {"notification_token": "<32 hex digits>", "version_id": "<uuid>"}
+ * Keys may come in any order and unknown scalar keys are skipped, so that
+ * the server may add some.  Returns 0 on success, -1 for anything
+ * malformed.
  */
-int			ehi_parse_payload(const char *payload, char **organization_id,
-							 int64_t *revision, char version_id[EH_VERSION_ID_LEN + 1]);
+int			ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
+							 char version_id[EH_VERSION_ID_LEN + 1]);
 
 /*
  * Returns str as a quoted JSON string (control characters as \u00XX; other

@@ -2,9 +2,9 @@
  * json.c: the little JSON the client reads and writes.
  *
  * Reading: a small strict parser for the notification payload, one flat
- * JSON object: enough for the three keys the server sends, tolerant of
- * scalar keys it may add later, and safe on any input (it never reads past
- * the terminating NUL).  Writing: quoting strings.
+ * JSON object: enough for the two keys the server sends, tolerant of scalar
+ * keys it may add later, and safe on any input (it never reads past the
+ * terminating NUL).  Writing: quoting strings.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,15 +253,32 @@ skip_value(cursor *c)
 	return 0;
 }
 
+/* Whether str is exactly len lower-case hex digits, hyphens where a UUID has them. */
+static int
+is_lower_hex(const char *str, size_t len, int uuid)
+{
+	if (strlen(str) != len)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+	{
+		if (uuid && (i == 8 || i == 13 || i == 18 || i == 23))
+		{
+			if (str[i] != '-')
+				return 0;
+		}
+		else if (!((str[i] >= '0' && str[i] <= '9') || (str[i] >= 'a' && str[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
 int
-ehi_parse_payload(const char *payload, char **organization_id,
-				 int64_t *revision, char version_id[EH_VERSION_ID_LEN + 1])
+ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
+				 char version_id[EH_VERSION_ID_LEN + 1])
 {
 	cursor		c;
-	char	   *org = NULL;
+	char	   *tok = NULL;
 	char	   *version = NULL;
-	int64_t		rev = -1;
-	int			have_rev = 0;
 
 	if (!payload)
 		return -1;
@@ -287,21 +304,11 @@ ehi_parse_payload(const char *payload, char **organization_id,
 			goto fail;
 		}
 		skip_ws(&c);
-		if (strcmp(key, "organization_id") == 0 && !org)
-			rc = parse_string(&c, &org);
+		if (strcmp(key, "notification_token") == 0 && !tok)
+			rc = parse_string(&c, &tok);
 		else if (strcmp(key, "version_id") == 0 && !version)
 			rc = parse_string(&c, &version);
-		else if (strcmp(key, "revision") == 0 && !have_rev)
-		{
-			int			integer;
-
-			rc = parse_number(&c, &rev, &integer);
-			if (rc == 0 && !integer)
-				rc = -1;
-			have_rev = 1;
-		}
-		else if (strcmp(key, "organization_id") == 0 || strcmp(key, "version_id") == 0 ||
-				 strcmp(key, "revision") == 0)
+		else if (strcmp(key, "notification_token") == 0 || strcmp(key, "version_id") == 0)
 			rc = -1;			/* a key given twice */
 		else
 			rc = skip_value(&c);
@@ -321,17 +328,17 @@ ehi_parse_payload(const char *payload, char **organization_id,
 done:
 	c.p++;
 	skip_ws(&c);
-	if (*c.p != '\0' || !org || !version || !have_rev || rev < 1 || org[0] == '\0' ||
-		strlen(version) != EH_VERSION_ID_LEN)
+	if (*c.p != '\0' || !tok || !version ||
+		!is_lower_hex(tok, EH_TOKEN_LEN, 0) || !is_lower_hex(version, EH_VERSION_ID_LEN, 1))
 		goto fail;
+	memcpy(token, tok, EH_TOKEN_LEN + 1);
 	memcpy(version_id, version, EH_VERSION_ID_LEN + 1);
+	free(tok);
 	free(version);
-	*organization_id = org;
-	*revision = rev;
 	return 0;
 
 fail:
-	free(org);
+	free(tok);
 	free(version);
 	return -1;
 }

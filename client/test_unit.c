@@ -25,85 +25,75 @@ check(int ok, const char *what)
 }
 
 #define V1 "0b7e1f5a-2c3d-4e5f-8a9b-0c1d2e3f4a5b"
+#define T1 "b6f992a68d00f11aa47a6cf48ed94bca"
 
-/* Parses payload; checks it gives org and rev. */
+/* Parses payload; checks it gives T1 and V1. */
 static void
-payload_ok(const char *payload, const char *org, int64_t rev, const char *what)
+payload_ok(const char *payload, const char *what)
 {
-	char	   *got_org = NULL;
-	int64_t		got_rev = 0;
-	char		version[EH_VERSION_ID_LEN + 1];
-	int			rc = ehi_parse_payload(payload, &got_org, &got_rev, version);
+	char		token[EH_TOKEN_LEN + 1] = "";
+	char		version[EH_VERSION_ID_LEN + 1] = "";
+	int			rc = ehi_parse_payload(payload, token, version);
 
-	check(rc == 0 && got_org && strcmp(got_org, org) == 0 && got_rev == rev &&
-		  strcmp(version, V1) == 0, what);
-	free(got_org);
+	check(rc == 0 && strcmp(token, T1) == 0 && strcmp(version, V1) == 0, what);
 }
 
 static void
 payload_bad(const char *payload, const char *what)
 {
-	char	   *got_org = NULL;
-	int64_t		got_rev = 0;
-	char		version[EH_VERSION_ID_LEN + 1];
+	char		token[EH_TOKEN_LEN + 1] = "";
+	char		version[EH_VERSION_ID_LEN + 1] = "";
 
-	check(ehi_parse_payload(payload, &got_org, &got_rev, version) == -1 && got_org == NULL, what);
-	free(got_org);
+	check(ehi_parse_payload(payload, token, version) == -1 && token[0] == '\0' && version[0] == '\0', what);
 }
 
 static void
 test_payload(void)
 {
-	payload_ok("{\"organization_id\": \"acme\", \"revision\": 42, \"version_id\": \"" V1 "\"}",
-			   "acme", 42, "payload: the server's format");
-	payload_ok("{\"version_id\":\"" V1 "\",\"revision\":7,\"organization_id\":\"acme\"}",
-			   "acme", 7, "payload: keys in any order, no spaces");
-	payload_ok(" \n{ \"organization_id\" : \"a\" , \"revision\" : 1 , \"version_id\" : \"" V1 "\" }\t",
-			   "a", 1, "payload: white space anywhere");
-	payload_ok("{\"organization_id\": \"q\\\"b\\\\s\\/n\\nt\\tc\\u0001\", \"revision\": 1, \"version_id\": \"" V1 "\"}",
-			   "q\"b\\s/n\nt\tc\x01", 1, "payload: escapes");
-	payload_ok("{\"organization_id\": \"\\u00e9\\u20ac\\ud83d\\ude00\", \"revision\": 3, \"version_id\": \"" V1 "\"}",
-			   "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 3, "payload: \\u escapes and a surrogate pair to UTF-8");
-	payload_ok("{\"organization_id\": \"\xc3\xa9\", \"revision\": 3, \"version_id\": \"" V1 "\"}",
-			   "\xc3\xa9", 3, "payload: raw UTF-8");
-	payload_ok("{\"organization_id\": \"a\", \"revision\": 9223372036854775807, \"version_id\": \"" V1 "\"}",
-			   "a", INT64_MAX, "payload: the largest revision");
-	payload_bad("{\"organization_id\": \"a\", \"extra\": [1], \"revision\": 1, \"version_id\": \"" V1 "\"}",
-				"payload: nested values are refused");
-	payload_ok("{\"organization_id\": \"a\", \"new_key\": \"x\", \"n\": -1.5e3, \"t\": true, \"z\": null,"
-			   " \"revision\": 1, \"version_id\": \"" V1 "\"}",
-			   "a", 1, "payload: unknown scalar keys are skipped");
+	payload_ok("{\"notification_token\": \"" T1 "\", \"version_id\": \"" V1 "\"}",
+			   "payload: the server's format");
+	payload_ok("{\"version_id\":\"" V1 "\",\"notification_token\":\"" T1 "\"}",
+			   "payload: keys in any order, no spaces");
+	payload_ok(" \n{ \"notification_token\" : \"" T1 "\" , \"version_id\" : \"" V1 "\" }\t",
+			   "payload: white space anywhere");
+	payload_ok("{\"notification_token\": \"" T1 "\", \"new_key\": \"x\", \"n\": -1.5e3, \"t\": true, \"z\": null,"
+			   " \"s\": \"q\\\"b\\\\s\\/n\\nt\\tc\\u0001\\u00e9\\ud83d\\ude00\", \"version_id\": \"" V1 "\"}",
+			   "payload: unknown scalar keys are skipped, escapes included");
+	payload_ok("{\"notification_token\": \"" T1 "\", \"r\\u00e9v\": 1, \"version_id\": \"" V1 "\"}",
+			   "payload: an escaped unknown key");
 
+	payload_bad("{\"notification_token\": \"" T1 "\", \"extra\": [1], \"version_id\": \"" V1 "\"}",
+				"payload: nested values are refused");
 	payload_bad(NULL, "payload: NULL");
 	payload_bad("", "payload: empty");
 	payload_bad("{}", "payload: empty object");
 	payload_bad("[1]", "payload: not an object");
-	payload_bad("{\"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: organization_id missing");
-	payload_bad("{\"organization_id\": \"a\", \"version_id\": \"" V1 "\"}", "payload: revision missing");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 1}", "payload: version_id missing");
-	payload_bad("{\"organization_id\": \"\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: empty organization");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 0, \"version_id\": \"" V1 "\"}", "payload: revision 0");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": -3, \"version_id\": \"" V1 "\"}", "payload: negative revision");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 1.5, \"version_id\": \"" V1 "\"}", "payload: fractional revision");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": \"1\", \"version_id\": \"" V1 "\"}", "payload: revision as a string");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 92233720368547758070, \"version_id\": \"" V1 "\"}", "payload: revision overflow");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 01, \"version_id\": \"" V1 "\"}", "payload: leading zero");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"short\"}", "payload: version_id not a UUID");
-	payload_bad("{\"organization_id\": 5, \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: organization_id not a string");
-	payload_bad("{\"organization_id\": \"a\", \"organization_id\": \"b\", \"revision\": 1, \"version_id\": \"" V1 "\"}",
+	payload_bad("{\"version_id\": \"" V1 "\"}", "payload: notification_token missing");
+	payload_bad("{\"notification_token\": \"" T1 "\"}", "payload: version_id missing");
+	payload_bad("{\"notification_token\": \"\", \"version_id\": \"" V1 "\"}", "payload: empty token");
+	payload_bad("{\"notification_token\": \"B6F992A68D00F11AA47A6CF48ED94BCA\", \"version_id\": \"" V1 "\"}",
+				"payload: upper-case token");
+	payload_bad("{\"notification_token\": \"" T1 "0\", \"version_id\": \"" V1 "\"}", "payload: token too long");
+	payload_bad("{\"notification_token\": \"acme\", \"version_id\": \"" V1 "\"}", "payload: an organization id is no token");
+	payload_bad("{\"notification_token\": 5, \"version_id\": \"" V1 "\"}", "payload: token not a string");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"version_id\": \"short\"}", "payload: version_id not a UUID");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"version_id\": \"0b7e1f5a2c3d-4e5f-8a9b-0c1d2e3f4a5b0\"}",
+				"payload: hyphens out of place");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"notification_token\": \"" T1 "\", \"version_id\": \"" V1 "\"}",
 				"payload: a key given twice");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"" V1 "\"} x", "payload: trailing text");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"" V1 "\"", "payload: unterminated object");
-	payload_bad("{\"organization_id\": \"a, \"revision\": 1}", "payload: unterminated string");
-	payload_bad("{\"organization_id\": \"a\\x\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: bad escape");
-	payload_bad("{\"organization_id\": \"a\\u00zz\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: bad \\u escape");
-	payload_bad("{\"organization_id\": \"a\\u0000\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: NUL escape");
-	payload_bad("{\"organization_id\": \"a\\ud83d\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: lone high surrogate");
-	payload_bad("{\"organization_id\": \"a\\ude00\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: lone low surrogate");
-	payload_bad("{\"organization_id\": \"a\nb\", \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: raw control character");
-	payload_bad("{\"organization_id\": \"a\" \"revision\": 1, \"version_id\": \"" V1 "\"}", "payload: missing comma");
-	payload_bad("{\"organization_id\": \"a\", \"revision\": 1, \"version_id\": \"" V1 "\",}", "payload: trailing comma");
-	payload_bad("{\"organization_id\": \"a\\", "payload: backslash at the end");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"version_id\": \"" V1 "\"} x", "payload: trailing text");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"version_id\": \"" V1 "\"", "payload: unterminated object");
+	payload_bad("{\"notification_token\": \"" T1 ", \"version_id\": 1}", "payload: unterminated string");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"s\": \"a\\x\", \"version_id\": \"" V1 "\"}", "payload: bad escape");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"s\": \"a\\u00zz\", \"version_id\": \"" V1 "\"}", "payload: bad \\u escape");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"s\": \"a\\u0000\", \"version_id\": \"" V1 "\"}", "payload: NUL escape");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"s\": \"a\\ud83d\", \"version_id\": \"" V1 "\"}", "payload: lone high surrogate");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"s\": \"a\\ude00\", \"version_id\": \"" V1 "\"}", "payload: lone low surrogate");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"s\": \"a\nb\", \"version_id\": \"" V1 "\"}", "payload: raw control character");
+	payload_bad("{\"notification_token\": \"" T1 "\" \"version_id\": \"" V1 "\"}", "payload: missing comma");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"version_id\": \"" V1 "\",}", "payload: trailing comma");
+	payload_bad("{\"notification_token\": \"" T1 "\\", "payload: backslash at the end");
+	payload_bad("{\"notification_token\": \"" T1 "\", \"n\": 01, \"version_id\": \"" V1 "\"}", "payload: a malformed number");
 }
 
 /* Parses a command line given as a NULL-terminated list. */

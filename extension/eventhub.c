@@ -1,18 +1,23 @@
 /*
  * eventhub.c
- *	  Module entry point of the eventhub extension: settings and the
- *	  background worker's registration.
+ *	  Module entry point of the eventhub extension: settings, the background
+ *	  worker's registration, and the few helpers every file uses.
  *
- * The SQL-callable functions live in publish.c (writing), notify.c (the
- * NOTIFY trigger) and retention.c (cleanup); the worker in worker.c.
+ * The SQL-callable functions live in publish.c (writing events), notify.c
+ * (notification tokens and the NOTIFY at commit), access.c (grants and the
+ * replica registry), guard.c (the write guard), retention.c (cleanup); the
+ * worker in worker.c.
  */
 #include "postgres.h"
 
 #include <limits.h>
 
+#include "catalog/namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 
 #include "eventhub.h"
 
@@ -26,6 +31,8 @@ int			eventhub_cleanup_batch_delay = 0;
 int			eventhub_replica_ttl = 300;
 bool		eventhub_retain_until_applied = true;
 int			eventhub_max_retention = 86400;
+bool		eventhub_protect_tables = true;
+int			eventhub_stalled_client_timeout = 30000;
 
 /*
  * Defines the eventhub.* settings.
@@ -33,14 +40,20 @@ int			eventhub_max_retention = 86400;
 static void
 DefineSettings(void)
 {
-	DefineCustomStringVariable("eventhub.database",
-							   "Sets the database the eventhub background worker maintains.",
-							   "The worker waits quietly until CREATE EXTENSION eventhub has run there.",
-							   &eventhub_database,
-							   "postgres",
-							   PGC_POSTMASTER,
-							   0,
-							   NULL, NULL, NULL);
+	/*
+	 * PostgreSQL allows a PGC_POSTMASTER setting only while preloading (a
+	 * library loaded later that defines one is a FATAL error), and only the
+	 * worker needs this one.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("eventhub.database",
+								   "Sets the database the eventhub background worker maintains.",
+								   "The worker waits quietly until CREATE EXTENSION eventhub has run there.",
+								   &eventhub_database,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("eventhub.retention",
 							"Sets how long events are kept.",
@@ -111,6 +124,26 @@ DefineSettings(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("eventhub.protect_tables",
+							 "Refuses writes to eventhub's tables except by eventhub's own functions.",
+							 "Only a superuser may turn it off, for a repair; eventhub's functions do not need it.",
+							 &eventhub_protect_tables,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.stalled_client_timeout",
+							"Sets how long a client session may be blocked on a peer that does not read its notifications.",
+							"The background worker terminates a session of its database that stays idle yet blocked writing to its client "
+							"(wait event ClientWrite) for longer than this. 0 turns the check off.",
+							&eventhub_stalled_client_timeout,
+							30000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("eventhub");
 #else
@@ -129,4 +162,69 @@ _PG_init(void)
 
 	if (process_shared_preload_libraries_in_progress)
 		EventhubRegisterWorker();
+}
+
+/*
+ * Returns the OID of table relname in schema eventhub, or InvalidOid when
+ * the extension is not installed.
+ */
+Oid
+EventhubRelid(const char *relname)
+{
+	Oid			nsp = get_namespace_oid(EVENTHUB_SCHEMA, true);
+
+	return OidIsValid(nsp) ? get_relname_relid(relname, nsp) : InvalidOid;
+}
+
+/*
+ * Returns text argument argno, refusing NULL, the empty string and, when
+ * maxbytes > 0, a value longer than maxbytes bytes.
+ */
+Datum
+EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname, int maxbytes)
+{
+	text	   *value;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+
+	value = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(value);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname)));
+	if (maxbytes > 0 && len > maxbytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", argname),
+				 errdetail("The value is %d bytes long; the limit is %d bytes.",
+						   len, maxbytes)));
+	return PointerGetDatum(value);
+}
+
+/*
+ * Returns the cached plan for a query, preparing and keeping it on first use.
+ * The caller has connected to SPI.  Every name in the query must be
+ * schema-qualified, operators included: the plan is prepared under whatever
+ * search_path the first caller had.
+ */
+SPIPlanPtr
+EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
+{
+	if (*cache == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(query, nargs, argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
+				 query, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep eventhub query plan");
+		*cache = plan;
+	}
+	return *cache;
 }

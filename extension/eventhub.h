@@ -7,18 +7,23 @@
 
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "utils/uuid.h"
 
-/* Channel that every published event is announced on. */
+/* Channel that published events are announced on. */
 #define EVENTHUB_CHANNEL "eventhub"
 
+/* The schema every object of the extension lives in. */
+#define EVENTHUB_SCHEMA "eventhub"
+
 /*
- * Longest organization_id and correlation_id accepted, in bytes.  An
- * organization id travels in the NOTIFY payload, which PostgreSQL caps at
- * 8000 bytes; even when JSON escaping turns every byte into six, 1024 bytes
- * keep the payload well under that cap.  The same bound keeps a correlation
- * id far below the btree entry limit of its unique index.
+ * Longest organization_id and correlation_id accepted, in bytes.  The same
+ * bound keeps a correlation id far below the btree entry limit of its unique
+ * index, and an organization id cheap to hash into a notification token.
  */
 #define EVENTHUB_MAX_ID_BYTES 1024
+
+/* Length of a notification token in hex digits (128 bits of HMAC-SHA-256). */
+#define EVENTHUB_TOKEN_HEX_LEN 32
 
 /* eventhub.c: settings */
 extern char *eventhub_database;
@@ -29,10 +34,40 @@ extern int	eventhub_cleanup_batch_delay;	/* milliseconds */
 extern int	eventhub_replica_ttl;		/* seconds */
 extern bool eventhub_retain_until_applied;
 extern int	eventhub_max_retention;		/* seconds */
+extern bool eventhub_protect_tables;
+extern int	eventhub_stalled_client_timeout;	/* milliseconds; 0: off */
 extern void _PG_init(void);
 
-/* publish.c */
+/* eventhub.c: helpers */
+extern Oid	EventhubRelid(const char *relname);
+extern Datum EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
+									 int maxbytes);
 extern SPIPlanPtr EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes);
+
+/*
+ * guard.c: only eventhub's own functions write its tables.  A C function
+ * that writes runs its statements between EventhubBeginWrite() and
+ * EventhubEndWrite(), the latter in a PG_FINALLY block so that an error
+ * caught by a savepoint cannot leave writing allowed.
+ */
+extern int	EventhubBeginWrite(void);
+extern void EventhubEndWrite(int saved);
+
+/* access.c: per-organization grants and replica ownership */
+typedef enum EventhubPrivilege
+{
+	EVENTHUB_PRIV_PUBLISH = 1,
+	EVENTHUB_PRIV_READ = 2
+} EventhubPrivilege;
+
+extern Oid	EventhubCallingRole(void);
+extern bool EventhubAccessControlEnabled(void);
+extern bool EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv);
+extern void EventhubCheckOrgPrivilege(Datum org, EventhubPrivilege priv);
+
+/* notify.c: notification tokens and the commit-time NOTIFY */
+extern void EventhubNotificationToken(const char *org, int orglen, char *out);
+extern void EventhubRecordPublished(Datum org, const pg_uuid_t *version);
 
 /* retention.c */
 typedef struct EventhubRetention

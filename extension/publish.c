@@ -12,7 +12,12 @@
  *
  * All queries run through SPI with plans prepared once per backend.  Nothing
  * here commits: the event, the state change and the caller's own writes
- * share the caller's transaction.
+ * share the caller's transaction.  The organization is announced when that
+ * transaction commits (notify.c).
+ *
+ * A correlation id is an idempotency key within its organization: the same
+ * id in another organization is another event, so that tenants cannot probe
+ * or block each other's ids.
  *
  * publish_event is SECURITY DEFINER without a pinned search_path (a SET
  * clause costs every call about 15% of its throughput), so its queries must
@@ -55,26 +60,18 @@ static SPIPlanPtr restore_plan;
 	" correlation_id, event_data)" \
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 
-/*
- * Returns the cached plan for a query, preparing and keeping it on first use.
- * The caller has connected to SPI.
- */
-SPIPlanPtr
-EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
+/* The arguments of one publish, checked. */
+typedef struct PublishArgs
 {
-	if (*cache == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(query, nargs, argtypes);
-
-		if (plan == NULL)
-			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
-				 query, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not keep eventhub query plan");
-		*cache = plan;
-	}
-	return *cache;
-}
+	Datum		org;
+	Datum		event_type;
+	Datum		action;
+	Datum		entity;
+	Datum		correlation;
+	bool		correlation_given;
+	Datum		data;
+	TimestampTz originated;
+} PublishArgs;
 
 /*
  * Fills *out with a new random (version 4) UUID from libuuid.
@@ -89,43 +86,13 @@ NewUuid(pg_uuid_t *out)
 }
 
 /*
- * Returns text argument argno, refusing NULL, the empty string and, when
- * maxbytes > 0, a value longer than maxbytes bytes.
- */
-static Datum
-RequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname, int maxbytes)
-{
-	text	   *value;
-	int			len;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", argname)));
-
-	value = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(value);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", argname)));
-	if (maxbytes > 0 && len > maxbytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("%s is too long", argname),
-				 errdetail("The value is %d bytes long; the limit is %d bytes.",
-						   len, maxbytes)));
-	return PointerGetDatum(value);
-}
-
-/*
  * Returns the action argument, refusing anything but CREATE, UPDATE and
  * DELETE (spelt in upper case, as stored).
  */
 static Datum
 RequiredActionArg(FunctionCallInfo fcinfo, int argno)
 {
-	Datum		value = RequiredTextArg(fcinfo, argno, "action", 0);
+	Datum		value = EventhubRequiredTextArg(fcinfo, argno, "action", 0);
 	text	   *t = DatumGetTextPP(value);
 	int			len = VARSIZE_ANY_EXHDR(t);
 	const char *s = VARDATA_ANY(t);
@@ -281,13 +248,13 @@ RestoreOrganization(Datum org, int64 revision)
 }
 
 /*
- * Looks up an event by correlation id.  Returns false when there is none.
- * When there is one with the same content, returns true and its revision in
- * *revision; when its content differs, raises unique_violation.
+ * Looks up the organization's event with a correlation id.  Returns false
+ * when there is none.  When there is one with the same content, returns true
+ * and its revision in *revision; when its content differs, raises
+ * unique_violation.
  */
 static bool
-FindCorrelation(Datum correlation, Datum org, Datum event_type, Datum action,
-				Datum entity, Datum data, int64 *revision)
+FindCorrelation(const PublishArgs *a, int64 *revision)
 {
 	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
 	Datum		values[6];
@@ -298,21 +265,22 @@ FindCorrelation(Datum correlation, Datum org, Datum event_type, Datum action,
 	int			ret;
 
 	plan = EventhubKeptPlan(&find_correlation_plan,
-					"SELECT revision, organization_id,"
-					" organization_id OPERATOR(pg_catalog.=) $2"
-					" AND event_type OPERATOR(pg_catalog.=) $3"
+					"SELECT revision,"
+					" event_type OPERATOR(pg_catalog.=) $3"
 					" AND action OPERATOR(pg_catalog.=) $4"
 					" AND entity_id OPERATOR(pg_catalog.=) $5"
 					" AND event_data OPERATOR(pg_catalog.=) $6"
-					" FROM eventhub.events WHERE correlation_id OPERATOR(pg_catalog.=) $1",
+					" FROM eventhub.events"
+					" WHERE organization_id OPERATOR(pg_catalog.=) $2"
+					" AND correlation_id OPERATOR(pg_catalog.=) $1",
 					6, argtypes);
 
-	values[0] = correlation;
-	values[1] = org;
-	values[2] = event_type;
-	values[3] = action;
-	values[4] = entity;
-	values[5] = data;
+	values[0] = a->correlation;
+	values[1] = a->org;
+	values[2] = a->event_type;
+	values[3] = a->action;
+	values[4] = a->entity;
+	values[5] = a->data;
 	ret = SPI_execute_plan(plan, values, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: looking up a correlation id failed: %s",
@@ -323,16 +291,86 @@ FindCorrelation(Datum correlation, Datum org, Datum event_type, Datum action,
 	tuple = SPI_tuptable->vals[0];
 	tupdesc = SPI_tuptable->tupdesc;
 	*revision = DatumGetInt64(SPI_getbinval(tuple, tupdesc, 1, &isnull));
-	if (DatumGetBool(SPI_getbinval(tuple, tupdesc, 3, &isnull)))
+	if (DatumGetBool(SPI_getbinval(tuple, tupdesc, 2, &isnull)))
 		return true;
 
 	ereport(ERROR,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("correlation id \"%s\" is already used by a different event",
-					TextDatumGetCString(correlation)),
-			 errdetail("Revision " INT64_FORMAT " of organization \"%s\" has this correlation id with a different organization, event type, action, entity id or event data.",
-					   *revision, SPI_getvalue(tuple, tupdesc, 2)),
+					TextDatumGetCString(a->correlation)),
+			 errdetail("Revision " INT64_FORMAT " of organization \"%s\" has this correlation id with a different event type, action, entity id or event data.",
+					   *revision, TextDatumGetCString(a->org)),
 			 errhint("Use a new correlation id for a new change; repeat the original event unchanged to get its revision back.")));
+	pg_unreachable();
+}
+
+/*
+ * Appends the event and returns its revision, or returns the original
+ * revision of a replayed correlation id.  The caller has connected to SPI
+ * and allowed writes.
+ */
+static int64
+Publish(const PublishArgs *a)
+{
+	Oid			argtypes[10] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[10];
+	pg_uuid_t	version;
+	TimestampTz processed;
+	int64		revision;
+	int64		original;
+	SPIPlanPtr	plan;
+	int			ret;
+
+	/* A replay of a committed event: its revision, and nothing changes. */
+	if (a->correlation_given && FindCorrelation(a, &revision))
+		return revision;
+
+	revision = AdvanceOrganization(a->org, &version, &processed);
+
+	/*
+	 * A generated correlation id cannot be taken; a given one may have been
+	 * committed by a concurrent publisher since the lookup above.
+	 */
+	if (a->correlation_given)
+		plan = EventhubKeptPlan(&insert_event_once_plan,
+								INSERT_EVENT_SQL " ON CONFLICT (organization_id, correlation_id) DO NOTHING",
+								10, argtypes);
+	else
+		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 10, argtypes);
+	values[0] = a->org;
+	values[1] = Int64GetDatum(revision);
+	values[2] = UUIDPGetDatum(&version);
+	values[3] = TimestampTzGetDatum(processed);
+	values[4] = TimestampTzGetDatum(a->originated);
+	values[5] = a->event_type;
+	values[6] = a->action;
+	values[7] = a->entity;
+	values[8] = a->correlation;
+	values[9] = a->data;
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "eventhub: inserting an event failed: %s",
+			 SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		EventhubRecordPublished(a->org, &version);
+		return revision;
+	}
+
+	/*
+	 * A concurrent publisher of this organization committed the correlation
+	 * id before our UPDATE could lock the row.  With different content
+	 * FindCorrelation raises unique_violation.  With the same content, give
+	 * the revision back and return the original one.
+	 */
+	if (FindCorrelation(a, &original) && RestoreOrganization(a->org, revision - 1))
+		return original;
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not publish with correlation id \"%s\" due to a concurrent publish",
+					TextDatumGetCString(a->correlation)),
+			 errhint("Retry the transaction.")));
 	pg_unreachable();
 }
 
@@ -346,25 +384,17 @@ FindCorrelation(Datum correlation, Datum org, Datum event_type, Datum action,
 Datum
 publish_event(PG_FUNCTION_ARGS)
 {
-	Datum		org = RequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
-	Datum		event_type = RequiredTextArg(fcinfo, 1, "event_type", 0);
-	Datum		action = RequiredActionArg(fcinfo, 2);
-	Datum		entity = RequiredTextArg(fcinfo, 3, "entity_id", 0);
-	Datum		correlation;
-	bool		correlation_given = !PG_ARGISNULL(4);
-	Datum		data;
-	TimestampTz originated;
-	pg_uuid_t	version;
-	TimestampTz processed;
-	int64		revision;
-	Oid			argtypes[10] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
-	Datum		values[10];
-	SPIPlanPtr	plan;
-	int			ret;
+	PublishArgs a;
+	volatile int64 revision = 0;
+	int			saved;
 
-	if (correlation_given)
-		correlation = RequiredTextArg(fcinfo, 4, "correlation_id", EVENTHUB_MAX_ID_BYTES);
+	a.org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	a.event_type = EventhubRequiredTextArg(fcinfo, 1, "event_type", 0);
+	a.action = RequiredActionArg(fcinfo, 2);
+	a.entity = EventhubRequiredTextArg(fcinfo, 3, "entity_id", 0);
+	a.correlation_given = !PG_ARGISNULL(4);
+	if (a.correlation_given)
+		a.correlation = EventhubRequiredTextArg(fcinfo, 4, "correlation_id", EVENTHUB_MAX_ID_BYTES);
 	else
 	{
 		uuid_t		u;
@@ -372,7 +402,7 @@ publish_event(PG_FUNCTION_ARGS)
 
 		uuid_generate_random(u);
 		uuid_unparse_lower(u, buf);
-		correlation = CStringGetTextDatum(buf);
+		a.correlation = CStringGetTextDatum(buf);
 	}
 
 	if (PG_ARGISNULL(5))
@@ -380,82 +410,36 @@ publish_event(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("event_data must not be null"),
 				 errhint("Pass '{}'::jsonb or 'null'::jsonb for an event without data.")));
-	data = PG_GETARG_DATUM(5);
+	a.data = PG_GETARG_DATUM(5);
 
 	if (PG_ARGISNULL(6))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("originated_timestamp must not be null"),
 				 errhint("Leave the argument out to use the transaction's start time.")));
-	originated = PG_GETARG_TIMESTAMPTZ(6);
-	if (TIMESTAMP_NOT_FINITE(originated))
+	a.originated = PG_GETARG_TIMESTAMPTZ(6);
+	if (TIMESTAMP_NOT_FINITE(a.originated))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("originated_timestamp must be finite")));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eventhub: SPI_connect failed");
+	/* Before anything is looked up: a replay must not reveal an event. */
+	EventhubCheckOrgPrivilege(a.org, EVENTHUB_PRIV_PUBLISH);
 
-	/* A replay of a committed event: its revision, and nothing changes. */
-	if (correlation_given &&
-		FindCorrelation(correlation, org, event_type, action, entity, data, &revision))
+	saved = EventhubBeginWrite();
+	PG_TRY();
 	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eventhub: SPI_connect failed");
+		revision = Publish(&a);
 		SPI_finish();
-		PG_RETURN_INT64(revision);
 	}
-
-	revision = AdvanceOrganization(org, &version, &processed);
-
-	/*
-	 * A generated correlation id cannot be taken; a given one may have been
-	 * committed by a concurrent publisher since the lookup above.
-	 */
-	if (correlation_given)
-		plan = EventhubKeptPlan(&insert_event_once_plan,
-								INSERT_EVENT_SQL " ON CONFLICT (correlation_id) DO NOTHING",
-								10, argtypes);
-	else
-		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 10, argtypes);
-	values[0] = org;
-	values[1] = Int64GetDatum(revision);
-	values[2] = UUIDPGetDatum(&version);
-	values[3] = TimestampTzGetDatum(processed);
-	values[4] = TimestampTzGetDatum(originated);
-	values[5] = event_type;
-	values[6] = action;
-	values[7] = entity;
-	values[8] = correlation;
-	values[9] = data;
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "eventhub: inserting an event failed: %s",
-			 SPI_result_code_string(ret));
-
-	if (SPI_processed != 1)
+	PG_FINALLY();
 	{
-		int64		original;
-
-		/*
-		 * The correlation id was committed concurrently.  With different
-		 * content FindCorrelation raises unique_violation.  With the same
-		 * content the other publisher was of this organization and committed
-		 * its event before our UPDATE could lock the row: give the revision
-		 * back, and return the original one.
-		 */
-		if (FindCorrelation(correlation, org, event_type, action, entity, data, &original) &&
-			RestoreOrganization(org, revision - 1))
-		{
-			SPI_finish();
-			PG_RETURN_INT64(original);
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not publish with correlation id \"%s\" due to a concurrent publish",
-						TextDatumGetCString(correlation)),
-				 errhint("Retry the transaction.")));
+		EventhubEndWrite(saved);
 	}
+	PG_END_TRY();
 
-	SPI_finish();
 	PG_RETURN_INT64(revision);
 }
 
@@ -468,35 +452,47 @@ publish_event(PG_FUNCTION_ARGS)
 Datum
 register_organization(PG_FUNCTION_ARGS)
 {
-	Datum		org = RequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	Datum		org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
 	pg_uuid_t  *result = palloc(sizeof(pg_uuid_t));
+	int			saved;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eventhub: SPI_connect failed");
+	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_PUBLISH);
 
-	if (!InsertOrganization(org, result))
+	saved = EventhubBeginWrite();
+	PG_TRY();
 	{
-		Oid			argtypes[1] = {TEXTOID};
-		SPIPlanPtr	plan;
-		bool		isnull;
-		int			ret;
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eventhub: SPI_connect failed");
 
-		plan = EventhubKeptPlan(&select_org_plan,
-						"SELECT version_id FROM eventhub.organization_states"
-						" WHERE organization = $1",
-						1, argtypes);
-		ret = SPI_execute_plan(plan, &org, NULL, false, 1);
-		if (ret != SPI_OK_SELECT || SPI_processed != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("could not register organization \"%s\"", TextDatumGetCString(org)),
-					 errdetail("Its row in eventhub.organization_states was deleted concurrently.")));
-		memcpy(result,
-			   DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull)),
-			   sizeof(pg_uuid_t));
+		if (!InsertOrganization(org, result))
+		{
+			Oid			argtypes[1] = {TEXTOID};
+			SPIPlanPtr	plan;
+			bool		isnull;
+			int			ret;
+
+			plan = EventhubKeptPlan(&select_org_plan,
+									"SELECT version_id FROM eventhub.organization_states"
+									" WHERE organization OPERATOR(pg_catalog.=) $1",
+									1, argtypes);
+			ret = SPI_execute_plan(plan, &org, NULL, false, 1);
+			if (ret != SPI_OK_SELECT || SPI_processed != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("could not register organization \"%s\"", TextDatumGetCString(org)),
+						 errdetail("Its row in eventhub.organization_states was deleted concurrently.")));
+			memcpy(result,
+				   DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull)),
+				   sizeof(pg_uuid_t));
+		}
+		SPI_finish();
 	}
+	PG_FINALLY();
+	{
+		EventhubEndWrite(saved);
+	}
+	PG_END_TRY();
 
-	SPI_finish();
 	PG_RETURN_UUID_P(result);
 }

@@ -1,12 +1,17 @@
 /*
  * retention.c
- *	  Deleting expired events: eventhub.run_maintenance() and the batch
- *	  delete the background worker shares with it.
+ *	  Deleting expired events: eventhub.run_maintenance(), the batch delete
+ *	  the background worker shares with it, and eventhub.cleanup_events().
  *
  * Retention deletes events only; organization_states keeps every head
  * revision and version, and eventhub.events_since() turns any event a reader
  * missed into the resync error.  Deletes lock only the event rows they
  * remove, which no publisher ever locks, so publishers do not wait on them.
+ *
+ * The background worker runs these queries as a superuser, so like
+ * publish_event's they name everything with its schema, operators included:
+ * nothing in them resolves through a search_path, whatever a database owner
+ * sets with ALTER DATABASE ... SET.
  */
 #include "postgres.h"
 
@@ -14,11 +19,37 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "eventhub.h"
 
 PG_FUNCTION_INFO_V1(run_maintenance);
+PG_FUNCTION_INFO_V1(cleanup_events_before);
+PG_FUNCTION_INFO_V1(cleanup_events_range);
+
+/*
+ * Runs a kept plan that writes eventhub's tables and returns its status;
+ * SPI_processed and SPI_tuptable hold its result.  The caller has connected
+ * to SPI.
+ */
+static int
+ExecuteWrite(SPIPlanPtr plan, Datum *values)
+{
+	int			saved = EventhubBeginWrite();
+	int			ret = 0;
+
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		EventhubEndWrite(saved);
+	}
+	PG_END_TRY();
+	return ret;
+}
 
 /*
  * Fills *r with the instants that decide, as of now, which events retention
@@ -61,19 +92,20 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 
 	EventhubKeptPlan(&plan,
 					 "WITH gone AS ("
-					 " DELETE FROM eventhub.events WHERE ctid = ANY (ARRAY("
+					 " DELETE FROM eventhub.events WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 					 "  SELECT e.ctid FROM eventhub.events e"
-					 "  WHERE e.processed_timestamp >= $5 AND e.processed_timestamp < $1"
-					 "  AND (e.processed_timestamp < $3 OR NOT EXISTS ("
+					 "  WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5"
+					 "  AND e.processed_timestamp OPERATOR(pg_catalog.<) $1"
+					 "  AND (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS ("
 					 "   SELECT FROM eventhub.replica_progress p"
-					 "   JOIN eventhub.replicas r ON r.replica_id = p.replica_id"
-					 "   WHERE p.organization_id = e.organization_id"
-					 "   AND p.applied_revision < e.revision"
-					 "   AND r.last_heartbeat >= $4))"
+					 "   JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id"
+					 "   WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id"
+					 "   AND p.applied_revision OPERATOR(pg_catalog.<) e.revision"
+					 "   AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))"
 					 "  ORDER BY e.processed_timestamp LIMIT $2"
 					 "  FOR UPDATE OF e SKIP LOCKED))"
 					 " RETURNING processed_timestamp)"
-					 " SELECT count(*), max(processed_timestamp) FROM gone",
+					 " SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone",
 					 5, argtypes);
 
 	values[0] = TimestampTzGetDatum(r->expired_before);
@@ -81,7 +113,7 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 	values[2] = TimestampTzGetDatum(r->forced_before);
 	values[3] = TimestampTzGetDatum(r->live_since);
 	values[4] = TimestampTzGetDatum(r->resume_from);
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	ret = ExecuteWrite(plan, values);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
@@ -105,11 +137,12 @@ EventhubRemoveStaleReplicas(void)
 	Datum		values[1];
 	int			ret;
 
-	EventhubKeptPlan(&plan, "DELETE FROM eventhub.replicas WHERE last_heartbeat < $1",
+	EventhubKeptPlan(&plan,
+					 "DELETE FROM eventhub.replicas WHERE last_heartbeat OPERATOR(pg_catalog.<) $1",
 					 1, argtypes);
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	ret = ExecuteWrite(plan, values);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
@@ -145,4 +178,89 @@ run_maintenance(PG_FUNCTION_ARGS)
 	SPI_finish();
 
 	PG_RETURN_INT64(total);
+}
+
+/*
+ * Runs a DELETE on eventhub.events and returns the number of rows deleted.
+ */
+static int64
+DeleteEvents(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	int			ret;
+	int64		deleted;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = ExecuteWrite(EventhubKeptPlan(cache, sql, nargs, argtypes), values);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: deleting events failed: %s", SPI_result_code_string(ret));
+	deleted = (int64) SPI_processed;
+	SPI_finish();
+	return deleted;
+}
+
+/*
+ * cleanup_events(older_than timestamptz) -> bigint
+ *
+ * Deletes the events of every organization processed before older_than and
+ * returns how many.  The operator's explicit override: it does not wait for
+ * replicas.
+ */
+Datum
+cleanup_events_before(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("older_than must not be null")));
+	values[0] = PG_GETARG_DATUM(0);
+	PG_RETURN_INT64(DeleteEvents(&plan,
+								 "DELETE FROM eventhub.events"
+								 " WHERE processed_timestamp OPERATOR(pg_catalog.<) $1",
+								 1, argtypes, values));
+}
+
+/*
+ * cleanup_events(organization_id text, from_ts timestamptz, to_ts
+ *				  timestamptz) -> bigint
+ *
+ * Deletes one organization's events processed in [from_ts, to_ts) and
+ * returns how many.
+ */
+Datum
+cleanup_events_range(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("organization_id must not be null")));
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", PG_ARGISNULL(1) ? "from_ts" : "to_ts"),
+				 errhint("Use '-infinity' or 'infinity' for an open end.")));
+	if (PG_GETARG_TIMESTAMPTZ(1) > PG_GETARG_TIMESTAMPTZ(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("from_ts must not be later than to_ts"),
+				 errdetail("from_ts is %s and to_ts is %s.",
+						   DatumGetCString(DirectFunctionCall1(timestamptz_out, PG_GETARG_DATUM(1))),
+						   DatumGetCString(DirectFunctionCall1(timestamptz_out, PG_GETARG_DATUM(2))))));
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = PG_GETARG_DATUM(2);
+	PG_RETURN_INT64(DeleteEvents(&plan,
+								 "DELETE FROM eventhub.events"
+								 " WHERE organization_id OPERATOR(pg_catalog.=) $1"
+								 " AND processed_timestamp OPERATOR(pg_catalog.>=) $2"
+								 " AND processed_timestamp OPERATOR(pg_catalog.<) $3",
+								 3, argtypes, values));
 }

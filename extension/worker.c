@@ -4,16 +4,26 @@
  *	  PostgreSQL, done once for all replicas.
  *
  * One static worker, registered when the library is preloaded, serves the
- * database named by eventhub.database.  Each cycle it deletes expired events
- * in batches, each batch in a short transaction of its own, then sleeps for
- * eventhub.maintenance_interval.  It waits quietly while the extension is not
- * installed, and does nothing while the server is in recovery.  The shape is
- * PostgreSQL's src/test/modules/worker_spi.
+ * database named by eventhub.database.  Each cycle it removes stale replicas
+ * and deletes expired events in batches, each batch in a short transaction
+ * of its own, then sleeps for eventhub.maintenance_interval.  More often
+ * (a quarter of eventhub.stalled_client_timeout) it looks for client
+ * sessions stuck writing notifications to a client that does not read them,
+ * and terminates those that hold back the xmin horizon for too long.  It
+ * waits quietly while the extension is not installed, and does nothing while
+ * the server is in recovery.  The shape is PostgreSQL's
+ * src/test/modules/worker_spi.
+ *
+ * The worker is a superuser session, and a database owner who is not a
+ * superuser can reach its settings with ALTER DATABASE ... SET: it pins the
+ * ones its queries depend on (search_path above all) before the first query,
+ * and every name in its queries is schema-qualified.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -26,6 +36,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -35,6 +46,25 @@
 
 /* Seconds the postmaster waits before restarting a worker that died. */
 #define WORKER_RESTART_SECONDS 5
+
+/* The shortest pause between two looks for stalled client sessions. */
+#define MIN_STALL_CHECK_MS 100
+
+/*
+ * A client session seen blocked in ClientWrite while idle, with the same
+ * xmin ("" for none), in every look since `since`.
+ */
+typedef struct StalledSession
+{
+	int			pid;
+	TimestampTz backend_start;
+	char	   *xmin;
+	TimestampTz since;
+} StalledSession;
+
+static StalledSession *stalled = NULL;
+static int	nstalled = 0;
+static MemoryContext stalled_cxt = NULL;
 
 /*
  * Registers the static background worker.  Called from _PG_init while
@@ -69,6 +99,7 @@ BeginWork(const char *activity)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	PushActiveSnapshot(GetTransactionSnapshot());
+	debug_query_string = activity;
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
@@ -81,8 +112,31 @@ EndWork(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	debug_query_string = NULL;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Pins the settings the worker's queries depend on.  A database owner can
+ * set any of these for the worker's session with ALTER DATABASE ... SET; an
+ * override source takes precedence over all of them.
+ */
+static void
+PinSettings(void)
+{
+	static const char *const pinned[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"role", "none"},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_read_only", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+	};
+
+	for (size_t i = 0; i < lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
@@ -162,18 +216,134 @@ MaintenanceCycle(void)
 }
 
 /*
+ * Whether a session seen in the previous look had the same pid, start and
+ * xmin; returns since when.
+ */
+static TimestampTz
+StalledSince(int pid, TimestampTz backend_start, const char *xmin, TimestampTz now)
+{
+	for (int i = 0; i < nstalled; i++)
+		if (stalled[i].pid == pid && stalled[i].backend_start == backend_start &&
+			strcmp(stalled[i].xmin, xmin) == 0)
+			return stalled[i].since;
+	return now;
+}
+
+/*
+ * Finds client sessions of this database that are idle yet blocked writing
+ * to their client (what an idle backend writes is notifications), and
+ * terminates those found so in every look for eventhub.stalled_client_timeout.
+ * Such a session's client stopped reading (a stopped process, a hung network
+ * peer).  While it holds the transaction in which it reads the notification
+ * queue, no dead row version of organization_states since its xmin can be
+ * removed and publishing slows down for every organization; in any case it
+ * holds back the notification queue, which fills up.  The client, once it
+ * runs again, reconnects and catches up from its cursor.
+ */
+static void
+CheckStalledClients(void)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
+	TimestampTz now = GetCurrentTimestamp();
+	StalledSession *seen;
+	int			nseen = 0;
+	int			ret;
+
+	if (stalled_cxt == NULL)
+		stalled_cxt = AllocSetContextCreate(TopMemoryContext, "eventhub stalled sessions",
+											ALLOCSET_SMALL_SIZES);
+
+	BeginWork("eventhub: looking for stalled client sessions");
+	ret = SPI_execute_with_args("SELECT pid, backend_start, backend_xmin::pg_catalog.text,"
+								" usename, application_name, client_addr::pg_catalog.text"
+								" FROM pg_catalog.pg_stat_activity"
+								" WHERE datid OPERATOR(pg_catalog.=) $1"
+								" AND backend_type OPERATOR(pg_catalog.=) 'client backend'"
+								" AND state OPERATOR(pg_catalog.=) 'idle'"
+								" AND wait_event_type OPERATOR(pg_catalog.=) 'Client'"
+								" AND wait_event OPERATOR(pg_catalog.=) 'ClientWrite'",
+								1, argtypes, values, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading pg_stat_activity failed: %s", SPI_result_code_string(ret));
+
+	seen = MemoryContextAlloc(stalled_cxt, sizeof(StalledSession) * Max(SPI_processed, 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int			pid = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+		TimestampTz started = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull));
+		char	   *xmin = SPI_getvalue(tuple, desc, 3) ? SPI_getvalue(tuple, desc, 3) : "";
+		TimestampTz since = StalledSince(pid, started, xmin, now);
+		long		secs;
+		int			usecs;
+
+		TimestampDifference(since, now, &secs, &usecs);
+		if ((int64) secs * 1000 + usecs / 1000 >= eventhub_stalled_client_timeout)
+		{
+			Datum		pidarg = Int32GetDatum(pid);
+			Oid			pidtype = INT4OID;
+			char	   *user = SPI_getvalue(tuple, desc, 4);
+			char	   *app = SPI_getvalue(tuple, desc, 5);
+			char	   *client = SPI_getvalue(tuple, desc, 6);
+
+			ret = SPI_execute_with_args("SELECT pg_catalog.pg_terminate_backend($1)",
+										1, &pidtype, &pidarg, NULL, false, 1);
+			if (ret != SPI_OK_SELECT)
+				elog(ERROR, "eventhub: terminating a session failed: %s", SPI_result_code_string(ret));
+			ereport(LOG,
+					(errmsg("eventhub terminated client session %d, stalled for %ld s", pid, secs),
+					 errdetail("The session of user \"%s\" (application \"%s\", client %s) was blocked sending notifications to a client that does not read them%s%s%s.",
+							   user ? user : "", app ? app : "", client ? client : "local",
+							   xmin[0] ? ", holding back the xmin horizon (xmin " : "",
+							   xmin, xmin[0] ? ")" : ""),
+					 errhint("The client catches up from its cursor when it reconnects. eventhub.stalled_client_timeout sets how long a session may stall.")));
+			continue;
+		}
+		seen[nseen].pid = pid;
+		seen[nseen].backend_start = started;
+		seen[nseen].xmin = MemoryContextStrdup(stalled_cxt, xmin);
+		seen[nseen].since = since;
+		nseen++;
+	}
+	EndWork();
+
+	/* Keep what this look saw; everything older goes. */
+	for (int i = 0; i < nstalled; i++)
+		pfree(stalled[i].xmin);
+	if (stalled)
+		pfree(stalled);
+	stalled = seen;
+	nstalled = nseen;
+}
+
+/*
+ * Milliseconds from now until t, at least 0.
+ */
+static long
+MsUntil(TimestampTz t, TimestampTz now)
+{
+	return t <= now ? 0 : (long) ((t - now) / 1000);
+}
+
+/*
  * The worker's main function.
  */
 void
 eventhub_worker_main(Datum main_arg)
 {
 	bool		waiting_logged = false;
+	TimestampTz next_cycle = 0;
+	TimestampTz next_check = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnection(eventhub_database, NULL, 0);
+	PinSettings();
 	pgstat_report_appname(WORKER_TYPE);
 	ereport(LOG,
 			(errmsg("eventhub background worker started for database \"%s\"",
@@ -181,16 +351,24 @@ eventhub_worker_main(Datum main_arg)
 
 	for (;;)
 	{
+		TimestampTz now;
+		long		wait_ms;
+
 		CHECK_FOR_INTERRUPTS();
 
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* New settings take effect at once. */
+			next_cycle = next_check = 0;
 		}
 
+		now = GetCurrentTimestamp();
 		/* On a standby, nothing: the primary's deletes replicate. */
-		if (!RecoveryInProgress())
+		if (RecoveryInProgress())
+			next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
+		else if (next_cycle <= now || next_check <= now)
 		{
 			if (!ExtensionInstalled())
 			{
@@ -201,6 +379,7 @@ eventhub_worker_main(Datum main_arg)
 							 errhint("Run CREATE EXTENSION eventhub in database \"%s\", or set eventhub.database.",
 									 eventhub_database)));
 				waiting_logged = true;
+				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
 			}
 			else
 			{
@@ -209,13 +388,27 @@ eventhub_worker_main(Datum main_arg)
 							(errmsg("eventhub background worker found the extension in database \"%s\"",
 									eventhub_database)));
 				waiting_logged = false;
-				MaintenanceCycle();
+				if (next_cycle <= now)
+				{
+					MaintenanceCycle();
+					next_cycle = GetCurrentTimestamp() + (int64) eventhub_maintenance_interval * 1000;
+				}
+				if (eventhub_stalled_client_timeout == 0)
+					next_check = next_cycle;
+				else if (next_check <= now)
+				{
+					CheckStalledClients();
+					next_check = GetCurrentTimestamp() +
+						(int64) Max(MIN_STALL_CHECK_MS, eventhub_stalled_client_timeout / 4) * 1000;
+				}
 			}
 		}
 
+		now = GetCurrentTimestamp();
+		wait_ms = Min(MsUntil(next_cycle, now), MsUntil(next_check, now));
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 eventhub_maintenance_interval,
+						 Max(wait_ms, 1),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}

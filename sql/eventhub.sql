@@ -40,9 +40,10 @@ CREATE TABLE eventhub.events (
     event_type           text NOT NULL,
     action               text NOT NULL CONSTRAINT events_action_check CHECK (action IN ('CREATE', 'UPDATE', 'DELETE')),
     entity_id            text NOT NULL,
-    correlation_id       text NOT NULL CONSTRAINT events_correlation_id_key UNIQUE,
+    correlation_id       text NOT NULL,
     event_data           jsonb NOT NULL,
-    CONSTRAINT events_pkey PRIMARY KEY (organization_id, revision)
+    CONSTRAINT events_pkey PRIMARY KEY (organization_id, revision),
+    CONSTRAINT events_organization_id_correlation_id_key UNIQUE (organization_id, correlation_id)
 );
 
 -- Retention deletes by age; this index lets it find expired events without
@@ -59,7 +60,7 @@ COMMENT ON COLUMN eventhub.events.originated_timestamp IS 'When the publisher sa
 COMMENT ON COLUMN eventhub.events.event_type IS 'Free-form kind of entity, for example API, CERTIFICATE or LLM_TEMPLATE.';
 COMMENT ON COLUMN eventhub.events.action IS 'CREATE, UPDATE or DELETE.';
 COMMENT ON COLUMN eventhub.events.entity_id IS 'Id of the entity that changed.';
-COMMENT ON COLUMN eventhub.events.correlation_id IS 'Idempotency key, unique across all organizations. Publishing the same event again with it returns the original revision.';
+COMMENT ON COLUMN eventhub.events.correlation_id IS 'Idempotency key, unique within the organization. Publishing the same event again with it returns the original revision.';
 COMMENT ON COLUMN eventhub.events.event_data IS 'The change itself, as JSON. Never sent in notifications.';
 
 -- Keep the data in pg_dump output: these tables hold user data, not
@@ -143,6 +144,12 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('max_events is %s.', max_events);
     END IF;
+    -- Before anything is read: the answer must not tell whether it exists.
+    IF NOT eventhub.has_organization_privilege(organization_id, 'read') THEN
+        RAISE EXCEPTION 'permission denied to read organization "%"', organization_id
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'An administrator grants it with eventhub.grant_organization().';
+    END IF;
 
     -- The function is STABLE, so the head and the events below come from one
     -- snapshot: every revision up to head is either returned or was removed.
@@ -196,54 +203,18 @@ COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer) IS
 
 CREATE FUNCTION eventhub.cleanup_events(older_than timestamptz)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted bigint;
-BEGIN
-    IF older_than IS NULL THEN
-        RAISE EXCEPTION 'older_than must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    DELETE FROM eventhub.events e WHERE e.processed_timestamp < older_than;
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
+AS 'MODULE_PATHNAME', 'cleanup_events_before'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(timestamptz) IS
 'Deletes the events of every organization processed before older_than and returns how many. Never changes organization_states; readers behind the removed events get SQLSTATE EH001.';
 
 CREATE FUNCTION eventhub.cleanup_events(organization_id text, from_ts timestamptz, to_ts timestamptz)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted bigint;
-BEGIN
-    IF organization_id IS NULL THEN
-        RAISE EXCEPTION 'organization_id must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF from_ts IS NULL OR to_ts IS NULL THEN
-        RAISE EXCEPTION '% must not be null', CASE WHEN from_ts IS NULL THEN 'from_ts' ELSE 'to_ts' END
-            USING ERRCODE = 'null_value_not_allowed',
-                  HINT = 'Use ''-infinity'' or ''infinity'' for an open end.';
-    END IF;
-    IF from_ts > to_ts THEN
-        RAISE EXCEPTION 'from_ts must not be later than to_ts'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('from_ts is %s and to_ts is %s.', from_ts, to_ts);
-    END IF;
-    DELETE FROM eventhub.events e
-     WHERE e.organization_id = cleanup_events.organization_id
-       AND e.processed_timestamp >= from_ts
-       AND e.processed_timestamp < to_ts;
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
+AS 'MODULE_PATHNAME', 'cleanup_events_range'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
 'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE EH001.';
@@ -261,22 +232,97 @@ COMMENT ON FUNCTION eventhub.run_maintenance() IS
 -- Notification
 --
 
-CREATE FUNCTION eventhub.notify_event()
-RETURNS trigger
-AS 'MODULE_PATHNAME', 'notify_event'
-LANGUAGE C;
--- notify_event runs no SQL and resolves no names, so it needs no pinned
--- search_path (and saves the cost of one on every published event).
+-- The key of the notification tokens.  Readable by no role but the owner,
+-- and not dumped: a restored database gets a new key, and clients fetch the
+-- new tokens when they reconnect.
+CREATE TABLE eventhub.notification_key (
+    key bytea NOT NULL
+);
 
-COMMENT ON FUNCTION eventhub.notify_event() IS
-'Trigger function: sends NOTIFY eventhub with {"organization_id": ..., "revision": ..., "version_id": ...} for each inserted event.';
+COMMENT ON TABLE eventhub.notification_key IS
+'The secret key under which notification tokens are computed (one row). Never granted to anyone; replace it with eventhub.rotate_notification_key().';
+COMMENT ON COLUMN eventhub.notification_key.key IS 'HMAC-SHA-256 key, 32 random bytes.';
 
-CREATE TRIGGER events_notify
-    AFTER INSERT ON eventhub.events
-    FOR EACH ROW EXECUTE FUNCTION eventhub.notify_event();
+CREATE FUNCTION eventhub.notification_token(organization_id text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'notification_token'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
-COMMENT ON TRIGGER events_notify ON eventhub.events IS
-'Wakes listeners on channel eventhub when an event commits.';
+COMMENT ON FUNCTION eventhub.notification_token(text) IS
+'The token that notifications on channel eventhub carry for an organization: {"notification_token": "<token>", "version_id": "<uuid>"}. Needs read privilege on the organization.';
+
+CREATE FUNCTION eventhub.rotate_notification_key()
+RETURNS void
+AS 'MODULE_PATHNAME', 'rotate_notification_key'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.rotate_notification_key() IS
+'Replaces the notification key with a new random one, which changes every notification token.';
+
+SELECT eventhub.rotate_notification_key();
+
+--
+-- Per-organization access
+--
+
+CREATE TABLE eventhub.organization_grants (
+    grantee         regrole NOT NULL,
+    organization_id text NOT NULL,
+    prefix          boolean NOT NULL,
+    privilege       text NOT NULL CONSTRAINT organization_grants_privilege_check CHECK (privilege IN ('publish', 'read')),
+    granted_by      regrole NOT NULL,
+    granted_at      timestamptz NOT NULL,
+    CONSTRAINT organization_grants_pkey PRIMARY KEY (grantee, organization_id, prefix, privilege),
+    CONSTRAINT organization_grants_id_check CHECK (prefix OR organization_id <> '')
+);
+
+COMMENT ON TABLE eventhub.organization_grants IS
+'Which roles may publish to or read which organizations. Empty: every role may use every organization (single-tenant). The first grant turns access control on for every role but superusers and roles with BYPASSRLS. Change it with eventhub.grant_organization() and eventhub.revoke_organization().';
+COMMENT ON COLUMN eventhub.organization_grants.grantee IS 'The role granted the privilege; its members have it too (unless NOINHERIT).';
+COMMENT ON COLUMN eventhub.organization_grants.organization_id IS 'The organization id, or with prefix the start of the ids it covers ( covers every organization).';
+COMMENT ON COLUMN eventhub.organization_grants.prefix IS 'Whether organization_id is a prefix.';
+COMMENT ON COLUMN eventhub.organization_grants.privilege IS 'publish (publish_event, register_organization) or read (events_since, the tables, notification tokens, heartbeats).';
+COMMENT ON COLUMN eventhub.organization_grants.granted_by IS 'The role that made the grant.';
+COMMENT ON COLUMN eventhub.organization_grants.granted_at IS 'When the grant was made.';
+
+SELECT pg_catalog.pg_extension_config_dump('eventhub.organization_grants', '');
+
+CREATE FUNCTION eventhub.has_organization_privilege(organization_id text, privilege text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'has_organization_privilege'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION eventhub.has_organization_privilege(text, text) IS
+'Whether the calling role may publish to (privilege ''publish'') or read (''read'') an organization. Executable by every role: the row-level security policies of eventhub''s tables call it.';
+
+CREATE FUNCTION eventhub.has_organization_privilege(role regrole, organization_id text, privilege text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'has_organization_privilege_role'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION eventhub.has_organization_privilege(regrole, text, text) IS
+'Whether a role may publish to (privilege ''publish'') or read (''read'') an organization.';
+
+CREATE FUNCTION eventhub.grant_organization(role regrole, organization_id text, privilege text,
+                                            prefix boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'grant_organization'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.grant_organization(regrole, text, text, boolean) IS
+'Grants a role publish or read on an organization, or with prefix on every organization whose id starts with organization_id. Returns whether the grant is new. The first grant turns access control on.';
+
+CREATE FUNCTION eventhub.revoke_organization(role regrole, organization_id text, privilege text,
+                                             prefix boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'revoke_organization'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.revoke_organization(regrole, text, text, boolean) IS
+'Revokes a grant made with the same arguments; returns whether there was one. Revoking the last grant turns access control off.';
 
 --
 -- Replica registry
@@ -287,7 +333,8 @@ CREATE TABLE eventhub.replicas (
     labels         jsonb NOT NULL DEFAULT '{}',
     version        text,
     started_at     timestamptz NOT NULL,
-    last_heartbeat timestamptz NOT NULL
+    last_heartbeat timestamptz NOT NULL,
+    owner          regrole NOT NULL
 );
 
 COMMENT ON TABLE eventhub.replicas IS
@@ -297,6 +344,7 @@ COMMENT ON COLUMN eventhub.replicas.labels IS 'Free-form JSON object the replica
 COMMENT ON COLUMN eventhub.replicas.version IS 'Software version the replica reports.';
 COMMENT ON COLUMN eventhub.replicas.started_at IS 'When the replica registered.';
 COMMENT ON COLUMN eventhub.replicas.last_heartbeat IS 'When the replica last called eventhub.heartbeat().';
+COMMENT ON COLUMN eventhub.replicas.owner IS 'The role that registered the replica; only it (its members, superusers) may send its heartbeats or deregister it.';
 
 CREATE TABLE eventhub.replica_progress (
     replica_id         text NOT NULL REFERENCES eventhub.replicas ON DELETE CASCADE,
@@ -327,142 +375,38 @@ CREATE FUNCTION eventhub.heartbeat(
     labels     jsonb DEFAULT NULL,
     version    text DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    org      text;
-    entry    jsonb;
-    key      text;
-    rev      bigint;
-    head     bigint;
-BEGIN
-    IF replica_id IS NULL THEN
-        RAISE EXCEPTION 'replica_id must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF replica_id = '' THEN
-        RAISE EXCEPTION 'replica_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF octet_length(replica_id) > 1024 THEN
-        RAISE EXCEPTION 'replica_id is too long' USING ERRCODE = 'string_data_right_truncation',
-            DETAIL = format('The value is %s bytes long; the limit is 1024 bytes.', octet_length(replica_id));
-    END IF;
-    IF progress IS NULL THEN
-        RAISE EXCEPTION 'progress must not be null' USING ERRCODE = 'null_value_not_allowed',
-            HINT = 'Pass ''{}'' for a replica that follows no organization.';
-    END IF;
-    IF jsonb_typeof(progress) <> 'object' THEN
-        RAISE EXCEPTION 'progress must be a JSON object' USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Pass {"<organization>": {"revision": <applied revision>, "version_id": "<uuid>", "config_hash": "<hash>"}, ...}.';
-    END IF;
-    IF labels IS NOT NULL AND jsonb_typeof(labels) <> 'object' THEN
-        RAISE EXCEPTION 'labels must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    -- Check everything before writing anything.
-    FOR org, entry IN SELECT * FROM jsonb_each(progress) LOOP
-        IF org = '' OR octet_length(org) > 1024 THEN
-            RAISE EXCEPTION 'invalid organization id in progress' USING ERRCODE = 'invalid_parameter_value',
-                DETAIL = 'Organization ids are 1 to 1024 bytes long.';
-        END IF;
-        IF jsonb_typeof(entry) <> 'object' THEN
-            RAISE EXCEPTION 'progress of organization "%" must be a JSON object', org
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Pass {"revision": <applied revision>, "version_id": "<uuid>", "config_hash": "<hash>"}.';
-        END IF;
-        FOR key IN SELECT jsonb_object_keys(entry) LOOP
-            IF key NOT IN ('revision', 'version_id', 'config_hash') THEN
-                RAISE EXCEPTION 'unknown key "%" in progress of organization "%"', key, org
-                    USING ERRCODE = 'invalid_parameter_value',
-                          HINT = 'The keys are revision, version_id and config_hash.';
-            END IF;
-        END LOOP;
-        IF NOT entry ? 'revision' THEN
-            RAISE EXCEPTION 'progress of organization "%" has no revision', org
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF jsonb_typeof(entry->'revision') <> 'number' THEN
-            RAISE EXCEPTION 'revision of organization "%" must be an integer', org
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = format('It is %s.', entry->'revision');
-        END IF;
-        IF (entry->>'revision')::numeric <> trunc((entry->>'revision')::numeric)
-           OR (entry->>'revision')::numeric > 9223372036854775807 THEN
-            RAISE EXCEPTION 'revision of organization "%" must be an integer', org
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = format('It is %s.', entry->'revision');
-        END IF;
-        IF (entry->>'revision')::numeric < 0 THEN
-            RAISE EXCEPTION 'revision of organization "%" must not be negative', org
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = format('It is %s.', entry->'revision');
-        END IF;
-        rev := (entry->>'revision')::bigint;
-        SELECT s.revision INTO head FROM eventhub.organization_states s WHERE s.organization = org;
-        IF rev > COALESCE(head, 0) THEN
-            RAISE EXCEPTION 'revision % of organization "%" is above its head revision', rev, org
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = format('The head revision is %s.', COALESCE(head, 0)),
-                      HINT = 'Report the revision of the last event applied, from this database.';
-        END IF;
-        IF jsonb_typeof(entry->'version_id') NOT IN ('string', 'null') THEN
-            RAISE EXCEPTION 'version_id of organization "%" must be a UUID string', org
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF jsonb_typeof(entry->'config_hash') NOT IN ('string', 'null') THEN
-            RAISE EXCEPTION 'config_hash of organization "%" must be a string', org
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        PERFORM (entry->>'version_id')::uuid;
-    END LOOP;
-
-    INSERT INTO eventhub.replicas AS r (replica_id, labels, version, started_at, last_heartbeat)
-    VALUES (heartbeat.replica_id, COALESCE(heartbeat.labels, '{}'), heartbeat.version, now(), now())
-    ON CONFLICT ON CONSTRAINT replicas_pkey DO UPDATE
-       SET last_heartbeat = now(),
-           labels = COALESCE(heartbeat.labels, r.labels),
-           version = COALESCE(heartbeat.version, r.version);
-
-    INSERT INTO eventhub.replica_progress AS p
-           (replica_id, organization_id, applied_revision, applied_version_id, applied_at, config_hash)
-    SELECT heartbeat.replica_id, j.key, (j.value->>'revision')::bigint,
-           (j.value->>'version_id')::uuid, now(), j.value->>'config_hash'
-      FROM jsonb_each(progress) j
-    ON CONFLICT ON CONSTRAINT replica_progress_pkey DO UPDATE
-       SET applied_at = CASE WHEN p.applied_revision = excluded.applied_revision
-                              AND (p.applied_version_id = excluded.applied_version_id
-                                   OR p.applied_version_id IS NULL OR excluded.applied_version_id IS NULL)
-                             THEN p.applied_at ELSE excluded.applied_at END,
-           applied_version_id = CASE WHEN p.applied_revision = excluded.applied_revision
-                                     THEN COALESCE(excluded.applied_version_id, p.applied_version_id)
-                                     ELSE excluded.applied_version_id END,
-           applied_revision = excluded.applied_revision,
-           config_hash = excluded.config_hash;
-END
-$$;
+AS 'MODULE_PATHNAME', 'heartbeat'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.heartbeat(text, jsonb, jsonb, text) IS
-'Registers a replica if new, records its progress {"<organization>": {"revision": N, "version_id": "...", "config_hash": "..."}} for the organizations named, and refreshes its last_heartbeat.';
+'Registers a replica for the calling role if new, records its progress {"<organization>": {"revision": N, "version_id": "...", "config_hash": "..."}} for the organizations named, and refreshes its last_heartbeat. A replica registered by another role is refused.';
 
 CREATE FUNCTION eventhub.deregister_replica(replica_id text)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted integer;
-BEGIN
-    IF replica_id IS NULL THEN
-        RAISE EXCEPTION 'replica_id must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    DELETE FROM eventhub.replicas r WHERE r.replica_id = deregister_replica.replica_id;
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted > 0;
-END
-$$;
+AS 'MODULE_PATHNAME', 'deregister_replica'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.deregister_replica(text) IS
-'Removes a replica and its progress; returns whether it was registered. Its progress no longer holds retention.';
+'Removes one of the calling role''s replicas and its progress; returns whether it was registered. Its progress no longer holds retention.';
+
+CREATE FUNCTION eventhub.remove_replica(replica_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'remove_replica'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.remove_replica(text) IS
+'Removes any replica and its progress, whoever registered it; returns whether it was registered. For administrators.';
+
+CREATE FUNCTION eventhub.replica_visible(owner regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'replica_visible'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION eventhub.replica_visible(regrole) IS
+'Whether the calling role sees a replica registered by owner apart from the organizations it follows: always while access control is off, else its own. Executable by every role: row-level security calls it.';
 
 CREATE VIEW eventhub.replica_status AS
 WITH settings AS (
@@ -496,14 +440,19 @@ SELECT r.replica_id,
        r.labels,
        r.version,
        r.started_at,
-       r.last_heartbeat
+       r.last_heartbeat,
+       r.owner
   FROM eventhub.replicas r
  CROSS JOIN settings
   LEFT JOIN eventhub.replica_progress p ON p.replica_id = r.replica_id
-  LEFT JOIN eventhub.organization_states s ON s.organization = p.organization_id;
+  LEFT JOIN eventhub.organization_states s ON s.organization = p.organization_id
+ -- The view reads the tables with its owner's rights, past their row-level
+ -- security, so it applies the same rule itself.
+ WHERE CASE WHEN p.organization_id IS NULL THEN eventhub.replica_visible(r.owner)
+            ELSE eventhub.has_organization_privilege(p.organization_id, 'read') END;
 
 COMMENT ON VIEW eventhub.replica_status IS
-'One row per replica and organization: head and applied revision, lag, how long the replica has been behind (behind_for), time since its last heartbeat, state live or stale (eventhub.replica_ttl), and whether its config_hash agrees with the other live replicas at the same revision.';
+'One row per replica and organization: head and applied revision, lag, how long the replica has been behind (behind_for), time since its last heartbeat, state live or stale (eventhub.replica_ttl), and whether its config_hash agrees with the other live replicas at the same revision. Under access control, only the organizations the calling role may read.';
 COMMENT ON COLUMN eventhub.replica_status.replica_id IS 'The replica.';
 COMMENT ON COLUMN eventhub.replica_status.state IS 'live, or stale: no heartbeat for longer than eventhub.replica_ttl.';
 COMMENT ON COLUMN eventhub.replica_status.organization_id IS 'An organization it follows (NULL for a replica that reported none).';
@@ -520,11 +469,130 @@ COMMENT ON COLUMN eventhub.replica_status.labels IS 'The replica''s labels.';
 COMMENT ON COLUMN eventhub.replica_status.version IS 'The replica''s software version.';
 COMMENT ON COLUMN eventhub.replica_status.started_at IS 'When the replica registered.';
 COMMENT ON COLUMN eventhub.replica_status.last_heartbeat IS 'When the replica last sent a heartbeat.';
+COMMENT ON COLUMN eventhub.replica_status.owner IS 'The role that registered the replica.';
 
 --
--- Privileges: nothing for PUBLIC.  The README shows the GRANTs for a
--- publishing role and a reading role.
+-- Row-level security: a role sees the rows of the organizations it may
+-- read (all of them while access control is off).  There is no policy for
+-- INSERT, UPDATE or DELETE: only the owner, through eventhub's functions,
+-- writes.  Superusers, the owner and roles with BYPASSRLS see everything.
+--
+
+ALTER TABLE eventhub.organization_states ENABLE ROW LEVEL SECURITY;
+CREATE POLICY organization_states_read ON eventhub.organization_states FOR SELECT
+    USING (eventhub.has_organization_privilege(organization, 'read'));
+COMMENT ON POLICY organization_states_read ON eventhub.organization_states IS
+'Rows of the organizations the calling role may read.';
+
+ALTER TABLE eventhub.events ENABLE ROW LEVEL SECURITY;
+CREATE POLICY events_read ON eventhub.events FOR SELECT
+    USING (eventhub.has_organization_privilege(organization_id, 'read'));
+COMMENT ON POLICY events_read ON eventhub.events IS
+'Events of the organizations the calling role may read.';
+
+ALTER TABLE eventhub.replica_progress ENABLE ROW LEVEL SECURITY;
+CREATE POLICY replica_progress_read ON eventhub.replica_progress FOR SELECT
+    USING (eventhub.has_organization_privilege(organization_id, 'read'));
+COMMENT ON POLICY replica_progress_read ON eventhub.replica_progress IS
+'Progress on the organizations the calling role may read.';
+
+ALTER TABLE eventhub.replicas ENABLE ROW LEVEL SECURITY;
+CREATE POLICY replicas_read ON eventhub.replicas FOR SELECT
+    USING (eventhub.replica_visible(owner)
+           OR EXISTS (SELECT FROM eventhub.replica_progress p WHERE p.replica_id = replicas.replica_id));
+COMMENT ON POLICY replicas_read ON eventhub.replicas IS
+'The calling role''s replicas, and those following an organization it may read (every replica while access control is off).';
+
+ALTER TABLE eventhub.organization_grants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE eventhub.notification_key ENABLE ROW LEVEL SECURITY;
+
+--
+-- The write guard (guard.c): only eventhub's functions write its tables,
+-- whatever table privileges a role was granted, and no trigger can be added
+-- to them to run inside eventhub's SECURITY DEFINER functions.
+--
+
+CREATE FUNCTION eventhub.protect_table()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'protect_table'
+LANGUAGE C;
+
+COMMENT ON FUNCTION eventhub.protect_table() IS
+'Trigger function: refuses INSERT, UPDATE, DELETE and TRUNCATE on eventhub''s tables except from eventhub''s own functions, or with eventhub.protect_tables off (superuser).';
+
+CREATE TRIGGER organization_states_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_states
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Organizations are advanced by eventhub.publish_event() and registered by eventhub.register_organization().');
+CREATE TRIGGER events_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.events
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Events are added by eventhub.publish_event() and removed by retention or eventhub.cleanup_events().');
+CREATE TRIGGER replicas_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.replicas
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Replicas are registered by eventhub.heartbeat() and removed by eventhub.deregister_replica() or eventhub.remove_replica().');
+CREATE TRIGGER replica_progress_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.replica_progress
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Progress is recorded by eventhub.heartbeat().');
+CREATE TRIGGER organization_grants_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Grants are changed by eventhub.grant_organization() and eventhub.revoke_organization().');
+CREATE TRIGGER notification_key_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.notification_key
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'The key is replaced by eventhub.rotate_notification_key().');
+
+COMMENT ON TRIGGER organization_states_protect ON eventhub.organization_states IS 'Only eventhub''s functions write this table.';
+COMMENT ON TRIGGER events_protect ON eventhub.events IS 'Only eventhub''s functions write this table.';
+COMMENT ON TRIGGER replicas_protect ON eventhub.replicas IS 'Only eventhub''s functions write this table.';
+COMMENT ON TRIGGER replica_progress_protect ON eventhub.replica_progress IS 'Only eventhub''s functions write this table.';
+COMMENT ON TRIGGER organization_grants_protect ON eventhub.organization_grants IS 'Only eventhub''s functions write this table.';
+COMMENT ON TRIGGER notification_key_protect ON eventhub.notification_key IS 'Only eventhub''s functions write this table.';
+
+CREATE FUNCTION eventhub.invalidate_cache()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'invalidate_cache'
+LANGUAGE C;
+
+COMMENT ON FUNCTION eventhub.invalidate_cache() IS
+'Trigger function: every backend reloads its copy of the table once the change commits.';
+
+CREATE TRIGGER organization_grants_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.invalidate_cache();
+CREATE TRIGGER notification_key_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.notification_key
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.invalidate_cache();
+
+COMMENT ON TRIGGER organization_grants_changed ON eventhub.organization_grants IS 'Backends cache the grants.';
+COMMENT ON TRIGGER notification_key_changed ON eventhub.notification_key IS 'Backends cache the key.';
+
+CREATE FUNCTION eventhub.protect_ddl()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'protect_ddl'
+LANGUAGE C;
+
+COMMENT ON FUNCTION eventhub.protect_ddl() IS
+'Event trigger function: refuses CREATE TRIGGER on eventhub''s tables, unless eventhub.protect_tables is off (superuser).';
+
+CREATE EVENT TRIGGER eventhub_protect_ddl ON ddl_command_start
+    WHEN TAG IN ('CREATE TRIGGER')
+    EXECUTE FUNCTION eventhub.protect_ddl();
+
+COMMENT ON EVENT TRIGGER eventhub_protect_ddl IS
+'A trigger on eventhub''s tables would run inside its SECURITY DEFINER functions: refused.';
+
+--
+-- Privileges: nothing for PUBLIC but the two functions row-level security
+-- calls (they answer only for the calling role).  The README shows the
+-- GRANTs for publishing, reading, operating and administering roles.
 --
 
 REVOKE ALL ON ALL TABLES IN SCHEMA eventhub FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA eventhub FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION eventhub.has_organization_privilege(text, text),
+                          eventhub.replica_visible(regrole)
+  TO PUBLIC;

@@ -100,8 +100,12 @@ SELECT eventhub.cleanup_events('acme', '2030-01-02', '2030-01-01');
 \echo :LAST_ERROR_SQLSTATE
 SELECT pg_temp.unchanged();
 
--- The trigger function refuses to be called outside its trigger.
-SELECT eventhub.notify_event();
+-- The trigger functions refuse to be called outside their triggers.
+SELECT eventhub.protect_table();
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.invalidate_cache();
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.protect_ddl();
 \echo :LAST_ERROR_SQLSTATE
 
 DROP EXTENSION eventhub;

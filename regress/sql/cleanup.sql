@@ -5,7 +5,10 @@ SELECT count(eventhub.publish_event(o, 'API', 'UPDATE', 'api-' || i, NULL, '{}')
   FROM unnest(ARRAY['acme', 'globex', 'initech']) o, generate_series(1, 4) i;
 -- Revision r of every organization is (4 - r) days older than t0.
 SELECT now() AS t0 \gset
+-- (A superuser's repair: the fixture ages events directly.)
+SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = :'t0'::timestamptz - (4 - revision) * interval '1 day';
+RESET eventhub.protect_tables;
 CREATE TEMP TABLE states_before AS SELECT * FROM eventhub.organization_states;
 
 -- Strictly older than the cutoff: revisions 1 and 2 of every organization.

@@ -35,8 +35,10 @@ SELECT * FROM eventhub.events_since('nobody', 1);
 
 -- Retention removed events the reader has not seen: EH001, never a gap.
 -- Revisions 1-3 are made old and cleaned up.
+SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = processed_timestamp - interval '2 days'
  WHERE organization_id = 'acme' AND revision <= 3;
+RESET eventhub.protect_tables;
 SELECT eventhub.cleanup_events(now() - interval '1 day');
 SELECT * FROM eventhub.events_since('acme', 0);
 \echo :LAST_ERROR_SQLSTATE
@@ -48,8 +50,10 @@ SELECT revision FROM eventhub.events_since('acme', 5, 1);
 
 -- A hole in the middle (a range cleanup) is detected too, whether the batch
 -- would start at it or run into it.
+SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = '2001-01-01'
  WHERE organization_id = 'acme' AND revision = 5;
+RESET eventhub.protect_tables;
 SELECT eventhub.cleanup_events('acme', '2000-01-01', '2002-01-01');
 SELECT revision FROM eventhub.events_since('acme', 3, 1);
 SELECT * FROM eventhub.events_since('acme', 3);

@@ -15,8 +15,10 @@ SET eventhub.retension = '5min';
 -- every organization; heads and versions stay.
 SELECT count(eventhub.publish_event(o, 'API', 'UPDATE', 'api-' || r, NULL, '{}'))
   FROM unnest(ARRAY['acme', 'globex']) o, generate_series(1, 4) r;
+SET eventhub.protect_tables = off;  -- the fixture ages events directly
 UPDATE eventhub.events SET processed_timestamp = now() - interval '61 minutes' WHERE revision <= 2;
 UPDATE eventhub.events SET processed_timestamp = now() - interval '59 minutes' WHERE revision = 3;
+RESET eventhub.protect_tables;
 CREATE TEMP TABLE states_before AS SELECT * FROM eventhub.organization_states;
 SELECT eventhub.run_maintenance();
 SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
@@ -26,16 +28,18 @@ SELECT count(*) AS changed_states
 SELECT eventhub.run_maintenance();
 
 -- More expired events than one batch (10000 by default).
-SET session_replication_role = replica;  -- skip the NOTIFY trigger for the bulk load
+SET eventhub.protect_tables = off;
 INSERT INTO eventhub.events
 SELECT 'bulk', i, gen_random_uuid(), now() - interval '1 day', now(), 'API', 'UPDATE', 'e', 'bulk-' || i, '{}'
   FROM generate_series(1, 25000) i;
-RESET session_replication_role;
+RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 SELECT count(*) AS bulk_left FROM eventhub.events WHERE organization_id = 'bulk';
 
 -- In the caller's transaction: a rollback undoes it.
+SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day' WHERE organization_id = 'acme';
+RESET eventhub.protect_tables;
 BEGIN;
 SELECT eventhub.run_maintenance();
 ROLLBACK;

@@ -76,15 +76,22 @@ SELECT eventhub.publish_event('acme', 'API', 'DELETE', 'api-1', 'c-4', '{"name":
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.publish_event('acme', 'CERTIFICATE', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
 \echo :LAST_ERROR_SQLSTATE
--- Correlation ids are unique across organizations.
-SELECT eventhub.publish_event('globex', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
-\echo :LAST_ERROR_SQLSTATE
--- Comparison is exact: case matters.
-SELECT eventhub.publish_event('ACME', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
-\echo :LAST_ERROR_SQLSTATE
 SELECT (SELECT count(*) FROM eventhub.events) = b.events AS no_new_event,
        s.revision = b.revision AS same_revision,
        s.version_id = b.version_id AS same_version
+  FROM eventhub.organization_states s, before b WHERE s.organization = 'acme';
+-- A correlation id is an idempotency key within its organization: the same
+-- id in another organization is another event there (organization ids are
+-- exact: case matters), and acme is untouched.
+SELECT eventhub.publish_event('globex', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
+SELECT eventhub.publish_event('ACME', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
+SELECT organization_id, revision, correlation_id FROM eventhub.events
+ WHERE correlation_id = 'c-4' ORDER BY organization_id;
+-- ... and a replay there is recognised there.
+SELECT eventhub.publish_event('globex', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
+SELECT eventhub.publish_event('globex', 'API', 'DELETE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT s.revision = b.revision AS acme_same_revision, s.version_id = b.version_id AS acme_same_version
   FROM eventhub.organization_states s, before b WHERE s.organization = 'acme';
 SELECT count(*) AS organizations FROM eventhub.organization_states;
 

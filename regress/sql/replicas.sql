@@ -27,9 +27,13 @@ SELECT replica_id, state, organization_id, head_revision, applied_revision, lag_
 
 -- A later heartbeat keeps started_at and labels unless given; applied_at
 -- moves only when the applied revision does.
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replicas SET started_at = started_at - interval '1 hour',
                              last_heartbeat = last_heartbeat - interval '1 minute';
+RESET eventhub.protect_tables;
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replica_progress SET applied_at = applied_at - interval '1 hour';
+RESET eventhub.protect_tables;
 SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "config_hash": "h1"}}');
 SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 5, "config_hash": "h1"}}', NULL, '1.4.3');
 SELECT r.replica_id, r.labels, r.version, r.started_at < now() - interval '59 minutes' AS same_start,
@@ -42,7 +46,9 @@ SELECT r.replica_id, r.labels, r.version, r.started_at < now() - interval '59 mi
 SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 5, "config_hash": "DIFFERENT"}}');
 SELECT replica_id, organization_id, applied_revision, config_hash, hash_agrees
   FROM eventhub.replica_status WHERE organization_id = 'acme' ORDER BY 1;
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 'replica-b';
+RESET eventhub.protect_tables;
 SELECT replica_id, state, config_hash, hash_agrees
   FROM eventhub.replica_status WHERE organization_id = 'acme' ORDER BY 1;
 
@@ -111,23 +117,31 @@ SELECT eventhub.heartbeat('replica-a', '{"nobody": {"revision": 0}}');
 --
 -- Retention waits for live replicas, up to eventhub.max_retention.
 --
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replicas SET last_heartbeat = now();
+RESET eventhub.protect_tables;
 SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5}, "globex": {"revision": 1}}');
 SELECT eventhub.heartbeat('replica-b', '{"acme": {"revision": 2}}');
 -- All of acme and globex expired (2 hours old, retention is 1 hour).
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.events SET processed_timestamp = now() - interval '2 hours';
+RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 -- replica-b has applied acme up to 2 and replica-a globex up to 1: kept.
 SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
   FROM eventhub.events GROUP BY 1 ORDER BY 1;
 -- replica-b turns stale: it no longer holds anything.
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 'replica-b';
+RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
   FROM eventhub.events GROUP BY 1 ORDER BY 1;
 -- Past eventhub.max_retention an event goes even for a live replica, which
 -- then gets the resync error.
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.events SET processed_timestamp = now() - interval '25 hours' WHERE organization_id = 'globex';
+RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 SELECT count(*) AS globex_left FROM eventhub.events WHERE organization_id = 'globex';
 SELECT * FROM eventhub.events_since('globex', 1);
@@ -135,7 +149,9 @@ SELECT * FROM eventhub.events_since('globex', 1);
 
 -- Replicas without a heartbeat for twice replica_ttl are removed by
 -- maintenance; stale ones younger than that stay.
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replicas SET last_heartbeat = now() - interval '11 minutes' WHERE replica_id = 'replica-b';
+RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 SELECT replica_id FROM eventhub.replicas ORDER BY 1;
 SELECT count(*) AS progress_of_removed FROM eventhub.replica_progress WHERE replica_id = 'replica-b';

@@ -44,9 +44,19 @@ SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer,
  WHERE p.pronamespace = 'eventhub'::regnamespace
  ORDER BY p.oid::regprocedure::text;
 
--- The NOTIFY trigger is in place.
-SELECT tgname, tgrelid::regclass, tgenabled
-  FROM pg_trigger WHERE tgrelid = 'eventhub.events'::regclass AND NOT tgisinternal;
+-- Nothing is granted to PUBLIC but the two functions row-level security
+-- policies call (above); every table has row-level security, the write
+-- guard and nothing else as triggers.
+SELECT c.oid::regclass AS relation, c.relrowsecurity AS rls,
+       (SELECT string_agg(t.tgname || ' ' || t.tgenabled::text, ', ' ORDER BY t.tgname)
+          FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal) AS triggers,
+       (SELECT string_agg(p.polname || ' ' || p.polcmd::text, ', ' ORDER BY p.polname)
+          FROM pg_policy p WHERE p.polrelid = c.oid) AS policies
+  FROM pg_class c
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'r'
+ ORDER BY c.relname;
+SELECT evtname, evtevent, evttags, evtenabled, evtfoid::regproc
+  FROM pg_event_trigger WHERE evtname LIKE 'eventhub%';
 
 -- The data tables are dumped by pg_dump.
 SELECT extconfig::regclass[] FROM pg_extension WHERE extname = 'eventhub';

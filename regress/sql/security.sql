@@ -85,5 +85,168 @@ RESET search_path;
 RESET ROLE;
 
 DROP SCHEMA regress_evil CASCADE;
+
+--
+-- The write guard: even a role granted every privilege on every table
+-- writes nothing but through eventhub's functions.
+--
+CREATE ROLE regress_eh_all;
+GRANT USAGE ON SCHEMA eventhub TO regress_eh_all;
+GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO regress_eh_all;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO regress_eh_all;
+SELECT revision AS acme_head FROM eventhub.organization_states WHERE organization = 'acme';
+SET ROLE regress_eh_all;
+-- A forged event: revision 999 of an organization whose head is 3.
+INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE eventhub.organization_states SET revision = 999;
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM eventhub.events WHERE organization_id = 'acme';
+\echo :LAST_ERROR_SQLSTATE
+TRUNCATE eventhub.events;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO eventhub.replicas (replica_id, started_at, last_heartbeat, owner) VALUES ('r', now(), now(), 'regress_eh_all');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO eventhub.replica_progress VALUES ('r', 'acme', 1, NULL, now(), NULL);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO eventhub.organization_grants VALUES ('regress_eh_all', '', true, 'read', 'regress_eh_all', now());
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM eventhub.notification_key;
+\echo :LAST_ERROR_SQLSTATE
+-- Nor can it switch the guard off, or add a trigger to run inside
+-- eventhub's SECURITY DEFINER functions.
+SET eventhub.protect_tables = off;
+\echo :LAST_ERROR_SQLSTATE
+CREATE FUNCTION pg_temp.sneaky() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER sneaky AFTER INSERT ON eventhub.events FOR EACH ROW EXECUTE FUNCTION pg_temp.sneaky();
+\echo :LAST_ERROR_SQLSTATE
+-- Through the functions, the same role publishes (no grants exist yet).
+SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
+RESET ROLE;
+DROP FUNCTION pg_temp.sneaky();
+SELECT revision AS acme_head, (SELECT count(*) FROM eventhub.events WHERE organization_id = 'acme') AS acme_events,
+       (SELECT count(*) FROM eventhub.replicas) AS replicas, (SELECT count(*) FROM eventhub.notification_key) AS keys
+  FROM eventhub.organization_states WHERE organization = 'acme';
+-- A superuser switches the guard off for a repair, and only then.
+UPDATE eventhub.events SET event_data = '{"repaired": true}' WHERE organization_id = 'acme' AND revision = 1;
+\echo :LAST_ERROR_SQLSTATE
+SET eventhub.protect_tables = off;
+UPDATE eventhub.events SET event_data = '{"repaired": true}' WHERE organization_id = 'acme' AND revision = 1;
+RESET eventhub.protect_tables;
+SELECT event_data FROM eventhub.events WHERE organization_id = 'acme' AND revision = 1;
+
+--
+-- Per-organization access.  Without grants, every role that may call a
+-- function may use every organization.
+--
+CREATE ROLE regress_eh_tenant_a;
+CREATE ROLE regress_eh_tenant_b;
+CREATE ROLE regress_eh_admin;
+GRANT USAGE ON SCHEMA eventhub TO regress_eh_tenant_a, regress_eh_tenant_b, regress_eh_admin;
+GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_status
+  TO regress_eh_tenant_a, regress_eh_tenant_b;
+GRANT EXECUTE ON FUNCTION
+    eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
+    eventhub.register_organization(text),
+    eventhub.events_since(text, bigint, integer),
+    eventhub.notification_token(text),
+    eventhub.heartbeat(text, jsonb, jsonb, text),
+    eventhub.deregister_replica(text)
+  TO regress_eh_tenant_a, regress_eh_tenant_b;
+GRANT EXECUTE ON FUNCTION
+    eventhub.grant_organization(regrole, text, text, boolean),
+    eventhub.revoke_organization(regrole, text, text, boolean),
+    eventhub.has_organization_privilege(regrole, text, text),
+    eventhub.remove_replica(text)
+  TO regress_eh_admin;
+SET ROLE regress_eh_tenant_b;
+SELECT eventhub.publish_event('b-1', 'API', 'CREATE', 'secret-api', 'corr-b', '{"secret": "b"}');
+SELECT eventhub.heartbeat('gw-b', '{"b-1": {"revision": 1}}');
+RESET ROLE;
+SELECT eventhub.has_organization_privilege('b-1', 'read') AS open_before_grants;
+
+-- The administrator grants each tenant its prefix; the first grant turns
+-- access control on.
+SET ROLE regress_eh_admin;
+SELECT eventhub.grant_organization('regress_eh_tenant_a', 'a-', 'publish', prefix => true);
+SELECT eventhub.grant_organization('regress_eh_tenant_a', 'a-', 'read', prefix => true);
+SELECT eventhub.grant_organization('regress_eh_tenant_a', 'a-', 'read', prefix => true) AS granted_again;
+SELECT eventhub.grant_organization('regress_eh_tenant_b', 'b-', 'publish', true);
+SELECT eventhub.grant_organization('regress_eh_tenant_b', 'b-1', 'read');
+SELECT r, o, p, eventhub.has_organization_privilege(r::regrole, o, p)
+  FROM unnest(ARRAY['regress_eh_tenant_a', 'regress_eh_tenant_b']) r,
+       unnest(ARRAY['a-1', 'b-1', 'b-2', 'acme']) o,
+       unnest(ARRAY['publish', 'read']) p
+ ORDER BY 1, 2, 3;
+-- Bad grants.
+SELECT eventhub.grant_organization('regress_eh_tenant_a', 'a-1', 'write');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.grant_organization('regress_eh_tenant_a', '', 'read');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.grant_organization('-', 'a-1', 'read');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.grant_organization('regress_eh_tenant_a', NULL, 'read');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+SET ROLE regress_eh_tenant_a;
+-- Its own organizations work.
+SELECT eventhub.publish_event('a-1', 'API', 'CREATE', 'api', 'corr-b', '{}');
+SELECT eventhub.register_organization('a-2') IS NOT NULL AS registered;
+SELECT revision FROM eventhub.events_since('a-1', 0);
+SELECT length(eventhub.notification_token('a-1')) AS token_length;
+-- Another tenant's: refused with errors that name only what was passed,
+-- whether the organization exists or not.
+SELECT eventhub.publish_event('b-1', 'API', 'CREATE', 'secret-api', 'corr-b', '{"secret": "b"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.register_organization('b-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.events_since('b-1', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.events_since('b-9', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.notification_token('b-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('gw-a', '{"b-1": {"revision": 5}}');
+\echo :LAST_ERROR_SQLSTATE
+-- The tables and the status view show only its organizations.
+SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT organization_id, revision, correlation_id FROM eventhub.events ORDER BY 1, 2;
+SELECT count(*) AS visible_replica_rows FROM eventhub.replica_status;
+-- Another tenant's replica cannot be hijacked.
+SELECT eventhub.heartbeat('gw-b', '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.deregister_replica('gw-b');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('gw-a', '{"a-1": {"revision": 1}}');
+SELECT replica_id, organization_id, applied_revision, owner FROM eventhub.replica_status;
+RESET ROLE;
+SELECT r.replica_id, r.owner, p.organization_id, p.applied_revision
+  FROM eventhub.replicas r JOIN eventhub.replica_progress p USING (replica_id) ORDER BY 1;
+
+SET ROLE regress_eh_tenant_b;
+SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT eventhub.publish_event('b-2', 'API', 'CREATE', 'x', NULL, '{}');
+SELECT * FROM eventhub.events_since('b-2', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.deregister_replica('gw-b');
+RESET ROLE;
+
+-- An administrator removes any replica; revoking the last grants turns
+-- access control off again.
+SET ROLE regress_eh_admin;
+SELECT eventhub.remove_replica('gw-a');
+SELECT eventhub.revoke_organization('regress_eh_tenant_a', 'a-', 'publish', true);
+SELECT eventhub.revoke_organization('regress_eh_tenant_a', 'a-', 'publish', true) AS revoked_again;
+SELECT eventhub.revoke_organization(g.grantee, g.organization_id, g.privilege, g.prefix)
+  FROM (VALUES ('regress_eh_tenant_a'::regrole, 'a-', 'read', true),
+               ('regress_eh_tenant_b', 'b-', 'publish', true),
+               ('regress_eh_tenant_b', 'b-1', 'read', false)) g(grantee, organization_id, privilege, prefix);
+RESET ROLE;
+SET ROLE regress_eh_tenant_a;
+SELECT count(*) AS all_visible_again FROM eventhub.organization_states;
+RESET ROLE;
+
 DROP EXTENSION eventhub;
-DROP ROLE regress_eh_publisher, regress_eh_reader, regress_eh_nobody;
+DROP ROLE regress_eh_publisher, regress_eh_reader, regress_eh_nobody, regress_eh_all,
+          regress_eh_tenant_a, regress_eh_tenant_b, regress_eh_admin;

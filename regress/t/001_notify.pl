@@ -1,17 +1,21 @@
-# 001_notify.pl: the NOTIFY that announces every published event.
+# 001_notify.pl: the NOTIFY that announces published events.
 #
-# Every row eventhub.publish_event() inserts into eventhub.events fires the
-# C trigger eventhub.notify_event(), which sends NOTIFY on channel
-# "eventhub" with the payload
-#     {"organization_id": "<JSON-escaped id>", "revision": N, "version_id": "<uuid>"}
-# This test drives real psql sessions that LISTEN, reads the notifications
-# psql prints, and checks that they
-#   - carry exactly those three keys, with the values of the event row;
-#   - escape awkward organization ids correctly, up to the 1024-byte limit;
+# When a transaction that published commits, eventhub sends on channel
+# "eventhub" one notification per organization it moved, with the payload
+#     {"notification_token": "<32 hex digits>", "version_id": "<uuid>"}
+# where the token is eventhub.notification_token(organization) and the
+# version is the organization's version after the transaction.  This test
+# drives real psql sessions that LISTEN, reads the notifications psql
+# prints, and checks that they
+#   - carry exactly those two keys, the organization's token and its head
+#     version, and neither the organization id nor a revision;
+#   - give every awkward organization id, up to the 1024-byte limit, its own
+#     token of the same fixed size;
 #   - arrive only when the publishing transaction commits, never for a
-#     rolled-back publish or an idempotent replay;
-#   - come one per event, in revision order;
-#   - never carry the event's data.
+#     rolled-back publish, a rolled-back savepoint or an idempotent replay;
+#   - come once per organization and transaction, naming its last version;
+#   - never carry the event's data;
+#   - change tokens when the key is rotated.
 #
 # Every "nothing was sent" check is followed by a publish that must be
 # heard, so a session that hears nothing at all cannot pass it.
@@ -110,16 +114,15 @@ sub other_lines
 my $uuid_re = qr/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 
 # Checks channel and shape of notification N and returns its decoded payload.
-# The shape: exactly the documented keys in the documented order, the id a
-# JSON string with no raw control character, the revision a bare integer,
-# the version id a lower-case UUID string.
+# The shape: exactly the documented keys in the documented order, the token
+# 32 lower-case hex digits, the version id a lower-case UUID string.
 sub decode_payload
 {
 	my ($n, $label) = @_;
 	is($n->{channel}, 'eventhub', "$label: channel is eventhub");
 	like(
 		$n->{payload},
-		qr/^\{"organization_id": "(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*", "revision": [1-9][0-9]*, "version_id": "$uuid_re"\}$/,
+		qr/^\{"notification_token": "[0-9a-f]{32}", "version_id": "$uuid_re"\}$/,
 		"$label: payload has the documented form");
 	my $obj = eval { $json->decode($n->{payload}) };
 	is(ref($obj), 'HASH', "$label: payload parses as a JSON object")
@@ -127,9 +130,17 @@ sub decode_payload
 	$obj = {} unless ref($obj) eq 'HASH';
 	is_deeply(
 		[ sort keys %$obj ],
-		[qw(organization_id revision version_id)],
-		"$label: payload has exactly organization_id, revision, version_id");
+		[qw(notification_token version_id)],
+		"$label: payload has exactly notification_token and version_id");
 	return $obj;
+}
+
+# The token of organization ORG, as eventhub.notification_token() gives it.
+sub token_of
+{
+	my ($org) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT eventhub.notification_token(' . sql_text($org) . ')');
 }
 
 # The event with correlation id CORR and its organization's state, as
@@ -166,9 +177,10 @@ sub hex_of
 	return unpack('H*', $bytes);
 }
 
-# Checks that notification N announces exactly the event with correlation id
-# CORR of organization ORG; with head => 1 also that the event is its
-# organization's head (organization_states agrees).  Returns the payload.
+# Checks that notification N announces the organization ORG at the state of
+# its event with correlation id CORR (its token, and that event's version);
+# with head => 1 also that this event is the organization's head.  Returns
+# the payload.
 sub check_event_notification
 {
 	my ($n, $org, $corr, $label, %opt) = @_;
@@ -176,18 +188,13 @@ sub check_event_notification
 	my $row = event_row($corr);
 	ok(defined $row, "$label: the event is in eventhub.events")
 	  or return $p;
-	is($p->{organization_id}, $org,
-		"$label: organization_id decodes to the exact id");
-	is(hex_of($p->{organization_id} // ''),
-		$row->{org_hex}, "$label: organization_id equals the row's, byte for byte");
-	is($p->{revision}, $row->{revision},
-		"$label: revision equals the row's");
+	is($row->{org_hex}, hex_of($org), "$label: the event is of the organization published to");
+	is($p->{notification_token}, token_of($org),
+		"$label: notification_token is the organization's token");
 	is($p->{version_id}, $row->{version_id},
-		"$label: version_id equals the row's");
+		"$label: version_id equals the event's");
 	if ($opt{head})
 	{
-		is($p->{revision}, $row->{state_revision},
-			"$label: revision equals organization_states.revision");
 		is($p->{version_id}, $row->{state_version_id},
 			"$label: version_id equals organization_states.version_id");
 	}
@@ -202,7 +209,8 @@ sub count_events
 }
 
 #
-# 1. A published event is announced with the values of its row.
+# 1. A published event is announced with its organization's token and the
+# version it published; neither the id nor the revision travels.
 #
 {
 	my ($ret, $out, $err) = run_session(join "\n",
@@ -216,22 +224,18 @@ sub count_events
 	is($revision, 1, 'basic: publish_event returned revision 1');
 	if (@n)
 	{
-		my $p = check_event_notification($n[0], 'org-basic', 'basic-1',
-			'basic', head => 1);
-		is($p->{revision}, $revision,
-			'basic: revision equals what publish_event returned');
+		check_event_notification($n[0], 'org-basic', 'basic-1', 'basic', head => 1);
 		is($n[0]{pid}, $pid, 'basic: sent by the publishing backend');
-		unlike($n[0]{payload}, qr/"revision": "/,
-			'basic: revision is a JSON number, not a string');
+		unlike($n[0]{payload}, qr/org-basic|revision/,
+			'basic: the payload names neither the organization nor a revision');
 	}
+	is(token_of('org-basic'), token_of('org-basic'), 'basic: a token is stable');
 }
 
 #
-# 2. Awkward organization ids are JSON-escaped and decode back exactly.
+# 2. Every awkward organization id gets its own token of the same size.
 #
-# 1024 bytes of control characters that each need six bytes of escaping
-# (\u00XX): every one from \x01 to \x1f except \b, \t, \n, \f and \r, which
-# have two-byte escapes.
+# 1024 bytes of control characters, the longest id.
 my @six_byte_controls = grep { !/[\b\t\n\f\r]/ } map { chr } 1 .. 31;
 my $worst_id = join '',
   map { $six_byte_controls[ $_ % @six_byte_controls ] } 0 .. 1023;
@@ -250,6 +254,7 @@ my $worst_id = join '',
 		],
 		[ '1024 bytes of controls', $worst_id ],
 		[ '1024 bytes of 2-byte UTF-8', "\x{e9}" x 512 ],
+		[ 'a prefix of another', 'org' ],
 	);
 	is(length($worst_id), 1024, 'worst-case id is 1024 bytes');
 
@@ -261,24 +266,17 @@ my $worst_id = join '',
 	my @n = notifications($out, 'awkward ids');
 	is(scalar(@n), scalar(@ids), 'awkward ids: one notification per publish');
 
+	my %tokens;
 	for my $k (0 .. $#ids)
 	{
 		my ($label, $id) = @{ $ids[$k] };
 		next unless $n[$k];
-		check_event_notification($n[$k], $id, "awkward-$k", "id with $label",
+		my $p = check_event_notification($n[$k], $id, "awkward-$k", "id with $label",
 			head => 1);
-		cmp_ok(length($n[$k]{payload}), '<', 8000,
-			"id with $label: payload is under 8000 bytes");
+		is(length($n[$k]{payload}), 112, "id with $label: the payload is 112 bytes, whatever the id");
+		$tokens{ $p->{notification_token} // '' } = 1;
 	}
-	my ($worst_at) = grep { $ids[$_][1] eq $worst_id } 0 .. $#ids;
-	if (my $w = $n[$worst_at])
-	{
-		# Each of the 1024 bytes escaped as \u00XX: 6144 bytes of id.
-		my ($escaped) = $w->{payload} =~ /^\{"organization_id": "(.*?)", "revision"/;
-		is(length($escaped // ''), 6 * 1024,
-			'1024 control bytes: escaped as 6144 bytes of \\u00XX');
-		note('worst-case payload is ' . length($w->{payload}) . ' bytes');
-	}
+	is(scalar(keys %tokens), scalar(@ids), 'awkward ids: every organization has its own token');
 }
 
 #
@@ -418,9 +416,9 @@ my $worst_id = join '',
 	check_event_notification($n[1], 'org-rollback-sentinel', 'rb-sentinel',
 		'publish after the rollbacks')
 	  if @n >= 2;
-	unlike(join("\n", map { $_->{payload} } @n),
-		qr/org-rolled-back|org-sp-dropped|org-sp-only/,
-		'rollback: no rolled-back organization is announced');
+	my %heard = map { ($_->{payload} =~ /"notification_token": "(\w+)"/) => 1 } @n;
+	is(scalar(grep { $heard{ token_of($_) } } qw(org-rolled-back org-sp-dropped org-sp-only)),
+		0, 'rollback: no rolled-back organization is announced');
 }
 
 #
@@ -453,8 +451,9 @@ my $worst_id = join '',
 }
 
 #
-# 7. Several publishes in one transaction: one notification each, in
-# revision order, all at commit.
+# 7. Several publishes in one transaction: one notification per
+# organization, in the order they were first published to, each naming the
+# organization's last version.
 #
 {
 	my @events = (
@@ -471,27 +470,62 @@ my $worst_id = join '',
 		'COMMIT;');
 	is($ret, 0, 'one transaction: session succeeded') or diag($err);
 	my @n = notifications($out, 'one transaction');
-	is(scalar(@n), scalar(@events),
-		'one transaction: one notification per event');
-	my (@payloads, @multi_revisions);
-	for my $k (0 .. $#events)
-	{
-		next unless $n[$k];
-		my ($org, $corr) = @{ $events[$k] };
-		my $p =
-		  check_event_notification($n[$k], $org, $corr, "one transaction, $corr");
-		push @payloads, $p;
-		push @multi_revisions, $p->{revision}
-		  if ($p->{organization_id} // '') eq 'org-multi';
-	}
-	is_deeply(\@multi_revisions, [ 1, 2, 3, 4 ],
-		'one transaction: announced in revision order');
-	my %versions = map { ($_->{version_id} // '') => 1 } @payloads;
-	is(scalar(keys %versions), scalar(@events),
-		'one transaction: every event has its own version_id');
-	my $head = event_row('multi-4');
-	is($payloads[-1]{version_id}, $head->{state_version_id},
-		'one transaction: the last notification has the head version_id');
+	is(scalar(@n), 2, 'one transaction: one notification per organization');
+	check_event_notification($n[0], 'org-multi', 'multi-4',
+		'one transaction, first organization: its last version', head => 1)
+	  if @n >= 1;
+	check_event_notification($n[1], 'org-multi-other', 'multi-other-1',
+		'one transaction, second organization', head => 1)
+	  if @n >= 2;
+}
+
+#
+# Savepoints: a released savepoint's publishes count, a rolled-back one's
+# do not, at any depth, and the version announced is the one that commits.
+# A PL/pgSQL exception block is a savepoint too.
+#
+{
+	my ($ret, $out, $err) = run_session(
+		join("\n",
+			'LISTEN eventhub;',
+			'BEGIN;',
+			publish_sql('org-nest', 'nest-1'),
+			'SAVEPOINT a;',
+			publish_sql('org-nest', 'nest-2'),
+			'SAVEPOINT b;',
+			publish_sql('org-nest', 'nest-3'),
+			publish_sql('org-nest-inner', 'nest-inner-1'),
+			'RELEASE SAVEPOINT b;',
+			'ROLLBACK TO SAVEPOINT a;',
+			'SAVEPOINT c;',
+			publish_sql('org-nest-released', 'nest-released-1'),
+			'RELEASE SAVEPOINT c;',
+			'COMMIT;',
+			'BEGIN;',
+			publish_sql('org-nest', 'nest-4'),
+			'SAVEPOINT d;',
+			publish_sql('org-nest', 'nest-5'),
+			'RELEASE SAVEPOINT d;',
+			q{DO $$ BEGIN PERFORM eventhub.publish_event('org-nest', 'API', 'UPDATE', 'e', 'nest-6', '{}');}
+			  . q{ RAISE EXCEPTION 'undo'; EXCEPTION WHEN raise_exception THEN NULL; END $$;},
+			'COMMIT;'),
+		on_error_stop => 1);
+	is($ret, 0, 'savepoints: session succeeded') or diag($err);
+	is(count_events("correlation_id IN ('nest-2', 'nest-3', 'nest-inner-1', 'nest-6')"),
+		0, 'savepoints: rolled-back events are not stored');
+	my @n = notifications($out, 'savepoints');
+	is(scalar(@n), 3, 'savepoints: org-nest, org-nest-released, then org-nest again');
+	check_event_notification($n[0], 'org-nest', 'nest-1',
+		'savepoints: the version before the rolled-back savepoint')
+	  if @n >= 1;
+	check_event_notification($n[1], 'org-nest-released', 'nest-released-1',
+		'savepoints: a released savepoint')
+	  if @n >= 2;
+	check_event_notification($n[2], 'org-nest', 'nest-5',
+		'savepoints: the last released version, not the exception block\'s', head => 1)
+	  if @n >= 3;
+	unlike(join("\n", map { $_->{payload} } @n), qr/\Q@{[token_of('org-nest-inner')]}\E/,
+		'savepoints: an organization published to only in a rolled-back savepoint is not announced');
 }
 
 #
@@ -520,8 +554,25 @@ my $worst_id = join '',
 	check_event_notification($n[0], 'org-data', 'CORRELATION-MARKER-5b1e9c',
 		'data', head => 1)
 	  if @n;
-	unlike($out, qr/MARKER/,
-		'data: neither event_data nor other event fields appear in anything the listener received');
+	unlike($out, qr/MARKER|org-data/,
+		'data: neither event_data, other event fields nor the organization id appear in anything the listener received');
+}
+
+#
+# 9. Rotating the key changes every token; notifications use the new one.
+#
+{
+	my $before = token_of('org-basic');
+	$node->safe_psql('postgres', 'SELECT eventhub.rotate_notification_key()');
+	my $after = token_of('org-basic');
+	isnt($after, $before, 'rotation: the token changed');
+	my ($ret, $out, $err) = run_session(join "\n",
+		'LISTEN eventhub;',
+		publish_sql('org-basic', 'basic-after-rotation'));
+	my @n = notifications($out, 'rotation');
+	is(scalar(@n), 1, 'rotation: one notification');
+	check_event_notification($n[0], 'org-basic', 'basic-after-rotation', 'rotation', head => 1)
+	  if @n;
 }
 
 $node->stop;

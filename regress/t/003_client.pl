@@ -515,6 +515,7 @@ sub split_resync
 		"SELECT version_id FROM eventhub.organization_states WHERE organization = '$org'");
 	$node->safe_psql('postgres',
 		"BEGIN;\n"
+		  . "SET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
 		  . "DELETE FROM eventhub.organization_states WHERE organization = '$org';\n"
 		  . join('', map { publish_sql($org) } 1 .. 4)
@@ -631,6 +632,7 @@ SKIP:
 	  or die "the watcher is not idle";
 	$node->safe_psql('postgres',
 		"BEGIN;\n"
+		  . "SET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
 		  . "DELETE FROM eventhub.organization_states WHERE organization = '$org';\n"
 		  . join('', map { publish_sql($org) } 1 .. 4)

@@ -76,6 +76,7 @@ for my $binary ('subscriber', 'subscriber_static')
 		"$binary prints the kept history, then a new event") or diag($sub_err);
 	# the next round starts from scratch: remove the event this round added
 	$node->safe_psql('postgres', q{
+		SET eventhub.protect_tables = off;
 		DELETE FROM eventhub.events WHERE organization_id = 'acme' AND revision = 2;
 		UPDATE eventhub.organization_states s SET revision = 1, version_id = e.version_id
 		  FROM eventhub.events e WHERE e.organization_id = 'acme' AND e.revision = 1 AND s.organization = 'acme';

@@ -1,0 +1,384 @@
+/*
+ * access.c
+ *	  Per-organization access: eventhub.organization_grants, the functions
+ *	  that change and test it, and the checks eventhub's functions make.
+ *
+ * Access control is opt-in: while organization_grants is empty, every role
+ * that may call a function may use it on every organization, as in a
+ * single-tenant database.  The first grant turns it on for every role:
+ * from then on a role publishes to, and reads, only the organizations it
+ * (or a role whose privileges it has) was granted, by exact id or by prefix.
+ * Superusers and roles with BYPASSRLS are not restricted, as row-level
+ * security does not restrict them either.
+ *
+ * The role checked is the session's current role outside any SECURITY
+ * DEFINER function (the login role, or the one set with SET ROLE): eventhub's
+ * own functions are SECURITY DEFINER, so current_user inside them is their
+ * owner, never the caller.
+ *
+ * Each backend keeps the grants in memory.  Any change to the table fires a
+ * trigger that invalidates every backend's copy at commit (guard.c), so the
+ * checks on the publish path cost no query.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "eventhub.h"
+
+PG_FUNCTION_INFO_V1(has_organization_privilege);
+PG_FUNCTION_INFO_V1(has_organization_privilege_role);
+PG_FUNCTION_INFO_V1(grant_organization);
+PG_FUNCTION_INFO_V1(revoke_organization);
+
+typedef struct GrantEntry
+{
+	Oid			grantee;
+	bool		prefix;			/* organization is a prefix, not an id */
+	int			privileges;		/* EventhubPrivilege bits */
+	int			len;
+	char	   *organization;
+} GrantEntry;
+
+static MemoryContext grants_cxt = NULL;
+static GrantEntry *grants = NULL;
+static int	ngrants = 0;
+static bool grants_valid = false;
+static Oid	grants_relid = InvalidOid;
+static uint64 grants_invalidations = 0;
+
+/*
+ * Relcache callback: any change to organization_grants (or a reset of the
+ * whole cache) makes the next check reload the grants.
+ */
+static void
+GrantsInvalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == grants_relid)
+	{
+		grants_valid = false;
+		grants_invalidations++;
+	}
+}
+
+/*
+ * Maps a privilege name to its bit; raises an error for anything else.
+ */
+static EventhubPrivilege
+PrivilegeFromName(const char *name)
+{
+	if (strcmp(name, "publish") == 0)
+		return EVENTHUB_PRIV_PUBLISH;
+	if (strcmp(name, "read") == 0)
+		return EVENTHUB_PRIV_READ;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unrecognized organization privilege \"%s\"", name),
+			 errhint("The privileges are publish and read.")));
+	pg_unreachable();
+}
+
+/*
+ * Loads organization_grants into backend memory, unless the copy is valid.
+ * Reads the table directly (no query, no permission check of the caller):
+ * only what the grants decide for the caller ever leaves this file.
+ */
+static void
+EnsureGrants(void)
+{
+	static bool callback_registered = false;
+	uint64		invalidations_before;
+	Oid			relid;
+
+	if (grants_valid)
+		return;
+
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(GrantsInvalidate, (Datum) 0);
+		callback_registered = true;
+	}
+	if (grants_cxt == NULL)
+		grants_cxt = AllocSetContextCreate(TopMemoryContext, "eventhub grants",
+										   ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(grants_cxt);
+	grants = NULL;
+	ngrants = 0;
+
+	relid = EventhubRelid("organization_grants");
+	invalidations_before = grants_invalidations;
+	grants_relid = relid;
+	if (OidIsValid(relid))
+	{
+		Relation	rel = table_open(relid, AccessShareLock);
+		TupleDesc	desc = RelationGetDescr(rel);
+		Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+		int			capacity = 8;
+		HeapTuple	tuple;
+
+		grants = MemoryContextAlloc(grants_cxt, capacity * sizeof(GrantEntry));
+		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			bool		isnull;
+			GrantEntry *g;
+			text	   *org;
+			char	   *privilege;
+
+			CHECK_FOR_INTERRUPTS();
+			if (ngrants == capacity)
+			{
+				capacity *= 2;
+				grants = repalloc(grants, capacity * sizeof(GrantEntry));
+			}
+			g = &grants[ngrants];
+			/* Columns 1-4: grantee, organization_id, prefix, privilege. */
+			g->grantee = DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull));
+			org = DatumGetTextPP(heap_getattr(tuple, 2, desc, &isnull));
+			g->prefix = DatumGetBool(heap_getattr(tuple, 3, desc, &isnull));
+			privilege = TextDatumGetCString(heap_getattr(tuple, 4, desc, &isnull));
+			g->privileges = PrivilegeFromName(privilege);
+			pfree(privilege);
+			g->len = VARSIZE_ANY_EXHDR(org);
+			g->organization = MemoryContextAlloc(grants_cxt, g->len + 1);
+			memcpy(g->organization, VARDATA_ANY(org), g->len);
+			g->organization[g->len] = '\0';
+			ngrants++;
+		}
+		table_endscan(scan);
+		UnregisterSnapshot(snapshot);
+		table_close(rel, AccessShareLock);
+	}
+
+	/* A change that committed while loading makes the next check reload. */
+	grants_valid = (grants_invalidations == invalidations_before);
+}
+
+/*
+ * The role eventhub authorizes: the session's current role outside any
+ * SECURITY DEFINER function.
+ */
+Oid
+EventhubCallingRole(void)
+{
+	return GetOuterUserId();
+}
+
+/*
+ * Whether any grant exists, which turns access control on.
+ */
+bool
+EventhubAccessControlEnabled(void)
+{
+	EnsureGrants();
+	return ngrants > 0;
+}
+
+/*
+ * Whether role may use privilege on organization org (orglen bytes).
+ */
+bool
+EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv)
+{
+	EnsureGrants();
+	if (ngrants == 0)
+		return true;
+	if (superuser_arg(role) || has_bypassrls_privilege(role))
+		return true;
+
+	for (int i = 0; i < ngrants; i++)
+	{
+		GrantEntry *g = &grants[i];
+
+		if ((g->privileges & priv) == 0)
+			continue;
+		if (g->prefix ? (orglen < g->len || memcmp(org, g->organization, g->len) != 0)
+			: (orglen != g->len || memcmp(org, g->organization, orglen) != 0))
+			continue;
+		if (has_privs_of_role(role, g->grantee))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Raises insufficient_privilege unless the calling role may use privilege on
+ * organization org (a text Datum).  The error names only what the caller
+ * passed: nothing about the organization leaks, not even whether it exists.
+ */
+void
+EventhubCheckOrgPrivilege(Datum org, EventhubPrivilege priv)
+{
+	text	   *t = DatumGetTextPP(org);
+
+	if (!EventhubHasOrgPrivilege(EventhubCallingRole(), VARDATA_ANY(t),
+								 VARSIZE_ANY_EXHDR(t), priv))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s organization \"%s\"",
+						priv == EVENTHUB_PRIV_PUBLISH ? "publish to" : "read",
+						text_to_cstring(t)),
+				 errhint("An administrator grants it with eventhub.grant_organization().")));
+}
+
+/*
+ * has_organization_privilege(organization_id text, privilege text) -> boolean
+ *
+ * Whether the calling role may publish to or read an organization.  The
+ * row-level security policies of eventhub's tables call it.
+ */
+Datum
+has_organization_privilege(PG_FUNCTION_ARGS)
+{
+	text	   *org = PG_GETARG_TEXT_PP(0);
+	char	   *privilege = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	PG_RETURN_BOOL(EventhubHasOrgPrivilege(EventhubCallingRole(), VARDATA_ANY(org),
+										   VARSIZE_ANY_EXHDR(org),
+										   PrivilegeFromName(privilege)));
+}
+
+/*
+ * has_organization_privilege(role regrole, organization_id text,
+ *							  privilege text) -> boolean
+ *
+ * The same for another role.
+ */
+Datum
+has_organization_privilege_role(PG_FUNCTION_ARGS)
+{
+	Oid			role = PG_GETARG_OID(0);
+	text	   *org = PG_GETARG_TEXT_PP(1);
+	char	   *privilege = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	PG_RETURN_BOOL(EventhubHasOrgPrivilege(role, VARDATA_ANY(org), VARSIZE_ANY_EXHDR(org),
+										   PrivilegeFromName(privilege)));
+}
+
+/*
+ * Reads the arguments that grant_organization and revoke_organization
+ * share: (role, organization_id, privilege, prefix).
+ */
+static void
+GrantArgs(FunctionCallInfo fcinfo, Datum *values)
+{
+	static const char *const names[4] = {"role", "organization_id", "privilege", "prefix"};
+	char	   *privilege;
+	bool		prefix;
+
+	for (int i = 0; i < 4; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", names[i])));
+	if (!OidIsValid(PG_GETARG_OID(0)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("organizations cannot be granted to PUBLIC"),
+				 errhint("Grant them to a role, and that role to its members.")));
+	prefix = PG_GETARG_BOOL(3);
+	values[0] = PG_GETARG_DATUM(0);
+	/* A prefix may be empty (every organization); an id may not. */
+	if (prefix && VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(1)) == 0)
+		values[1] = PG_GETARG_DATUM(1);
+	else
+		values[1] = EventhubRequiredTextArg(fcinfo, 1, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	privilege = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	(void) PrivilegeFromName(privilege);
+	values[2] = CStringGetTextDatum(privilege);
+	values[3] = BoolGetDatum(prefix);
+}
+
+/*
+ * Runs one write on organization_grants and returns the number of rows.
+ */
+static uint64
+WriteGrants(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	int			saved = EventhubBeginWrite();
+	uint64		processed = 0;
+
+	PG_TRY();
+	{
+		int			ret;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eventhub: SPI_connect failed");
+		ret = SPI_execute_plan(EventhubKeptPlan(plan, sql, nargs, argtypes),
+							   values, NULL, false, 0);
+		if (ret < 0)
+			elog(ERROR, "eventhub: writing organization_grants failed: %s",
+				 SPI_result_code_string(ret));
+		processed = SPI_processed;
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		EventhubEndWrite(saved);
+	}
+	PG_END_TRY();
+	return processed;
+}
+
+/*
+ * grant_organization(role regrole, organization_id text, privilege text,
+ *					  prefix boolean DEFAULT false) -> boolean
+ *
+ * Grants role publish or read on an organization, or on every organization
+ * whose id starts with organization_id when prefix is true.  Returns
+ * whether the grant is new.  The first grant turns access control on.
+ */
+Datum
+grant_organization(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[5] = {REGROLEOID, TEXTOID, TEXTOID, BOOLOID, REGROLEOID};
+	Datum		values[5];
+
+	GrantArgs(fcinfo, values);
+	values[4] = ObjectIdGetDatum(EventhubCallingRole());
+	PG_RETURN_BOOL(WriteGrants(&plan,
+							   "INSERT INTO eventhub.organization_grants"
+							   " (grantee, organization_id, prefix, privilege, granted_by, granted_at)"
+							   " VALUES ($1, $2, $4, $3, $5, pg_catalog.now())"
+							   " ON CONFLICT DO NOTHING",
+							   5, argtypes, values) == 1);
+}
+
+/*
+ * revoke_organization(role regrole, organization_id text, privilege text,
+ *					   prefix boolean DEFAULT false) -> boolean
+ *
+ * Revokes a grant made with the same arguments; returns whether there was
+ * one.  Revoking the last grant turns access control off.
+ */
+Datum
+revoke_organization(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[4] = {REGROLEOID, TEXTOID, TEXTOID, BOOLOID};
+	Datum		values[4];
+
+	GrantArgs(fcinfo, values);
+	PG_RETURN_BOOL(WriteGrants(&plan,
+							   "DELETE FROM eventhub.organization_grants"
+							   " WHERE grantee OPERATOR(pg_catalog.=) $1"
+							   " AND organization_id OPERATOR(pg_catalog.=) $2"
+							   " AND privilege OPERATOR(pg_catalog.=) $3"
+							   " AND prefix OPERATOR(pg_catalog.=) $4",
+							   4, argtypes, values) == 1);
+}

@@ -1,0 +1,173 @@
+/*
+ * guard.c
+ *	  Only eventhub's own functions write eventhub's tables.
+ *
+ * The ordering guarantee rests on every event being written by
+ * publish_event, which assigns the revision under the organization's row
+ * lock and rotates its version; the replica registry rests on heartbeat()
+ * checking who reports.  A role granted table privileges (GRANT ALL ON ALL
+ * TABLES IN SCHEMA eventhub is a common habit) must not get around them.
+ *
+ *  - protect_table(), a BEFORE ... FOR EACH STATEMENT trigger on every table
+ *    (INSERT, UPDATE, DELETE and TRUNCATE), refuses the statement unless one
+ *    of eventhub's C functions runs it (EventhubBeginWrite), the extension's
+ *    own script runs it, or a superuser turned eventhub.protect_tables off.
+ *  - protect_ddl(), an event trigger, refuses CREATE TRIGGER on eventhub's
+ *    tables: such a trigger would run inside eventhub's SECURITY DEFINER
+ *    functions, with the privileges of their owner (a superuser), so the
+ *    TRIGGER privilege would be a way to become superuser.
+ *  - invalidate_cache(), an AFTER ... FOR EACH STATEMENT trigger on the
+ *    tables that backends cache (grants, the notification key), makes every
+ *    backend reload them once the change commits, however it was made.
+ *
+ * Row-level security (sql/eventhub.sql) is the second wall: without a policy
+ * for INSERT, UPDATE or DELETE, no role but the owner can change a row even
+ * with the guard off.
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "eventhub.h"
+
+PG_FUNCTION_INFO_V1(protect_table);
+PG_FUNCTION_INFO_V1(protect_ddl);
+PG_FUNCTION_INFO_V1(invalidate_cache);
+
+/* How many of eventhub's C functions are writing right now. */
+static int	write_depth = 0;
+
+/*
+ * Allows writing eventhub's tables until EventhubEndWrite(saved).  Returns
+ * the depth to restore.
+ */
+int
+EventhubBeginWrite(void)
+{
+	return write_depth++;
+}
+
+void
+EventhubEndWrite(int saved)
+{
+	write_depth = saved;
+}
+
+/*
+ * Whether the extension's own install or update script is running.
+ */
+static bool
+RunningOwnScript(void)
+{
+	return creating_extension &&
+		CurrentExtensionObject == get_extension_oid("eventhub", true);
+}
+
+/*
+ * protect_table() trigger: BEFORE INSERT OR UPDATE OR DELETE FOR EACH
+ * STATEMENT, and BEFORE TRUNCATE.  Its one argument is a hint naming the
+ * functions that write the table.
+ */
+Datum
+protect_table(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	const char *verb;
+	Relation	rel;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("protect_table() was not called by the trigger manager")));
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("protect_table() must be fired BEFORE ... FOR EACH STATEMENT")));
+
+	if (write_depth > 0 || !eventhub_protect_tables || RunningOwnScript())
+		return PointerGetDatum(NULL);
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		verb = "insert into";
+	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		verb = "update";
+	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		verb = "delete from";
+	else
+		verb = "truncate";
+
+	rel = trigdata->tg_relation;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("cannot %s table %s.%s directly", verb,
+					get_namespace_name(RelationGetNamespace(rel)),
+					RelationGetRelationName(rel)),
+			 errdetail("Only eventhub's functions write its tables; a superuser can SET eventhub.protect_tables = off for a repair."),
+			 trigdata->tg_trigger->tgnargs > 0 ?
+			 errhint("%s", trigdata->tg_trigger->tgargs[0]) : 0));
+	pg_unreachable();
+}
+
+/*
+ * protect_ddl() event trigger: ddl_command_start, tag CREATE TRIGGER.
+ * Refuses a trigger on any table of schema eventhub, except from the
+ * extension's own script or with eventhub.protect_tables off.
+ */
+Datum
+protect_ddl(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
+	CreateTrigStmt *stmt;
+	Oid			relid;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("protect_ddl() was not called by the event trigger manager")));
+
+	if (!IsA(trigdata->parsetree, CreateTrigStmt) ||
+		!eventhub_protect_tables || RunningOwnScript())
+		PG_RETURN_VOID();
+
+	stmt = (CreateTrigStmt *) trigdata->parsetree;
+	/* The same lookup CREATE TRIGGER is about to make. */
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (OidIsValid(relid) &&
+		get_rel_namespace(relid) == get_namespace_oid(EVENTHUB_SCHEMA, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot create trigger \"%s\" on table %s.%s",
+						stmt->trigname, EVENTHUB_SCHEMA, get_rel_name(relid)),
+				 errdetail("A trigger on eventhub's tables would run inside eventhub's functions, with the privileges of their owner."),
+				 errhint("A superuser can SET eventhub.protect_tables = off to add one deliberately.")));
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * invalidate_cache() trigger: AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+ * FOR EACH STATEMENT on a table that backends cache.  Every backend drops
+ * its copy when the change commits (this one at the next command).
+ */
+Datum
+invalidate_cache(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("invalidate_cache() was not called by the trigger manager")));
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}

@@ -1,0 +1,512 @@
+/*
+ * replicas.c
+ *	  The replica registry: eventhub.heartbeat(), deregister_replica(),
+ *	  remove_replica() and replica_visible().
+ *
+ * A replica belongs to the role that registered it (its first heartbeat):
+ * heartbeats and deregistration by any other role are refused, so that no
+ * reader can forge another replica's progress (which holds retention, and
+ * which operators read as its lag and configuration hash).  Members of the
+ * owning role and superusers act for it too; remove_replica() is for
+ * administrators, and takes no ownership into account.
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/uuid.h"
+
+#include "eventhub.h"
+
+PG_FUNCTION_INFO_V1(heartbeat);
+PG_FUNCTION_INFO_V1(deregister_replica);
+PG_FUNCTION_INFO_V1(remove_replica);
+PG_FUNCTION_INFO_V1(replica_visible);
+
+/* One organization of a heartbeat's progress, checked. */
+typedef struct ProgressEntry
+{
+	char	   *org;
+	int64		revision;
+	Datum		version;		/* uuid, or 0 */
+	Datum		config_hash;	/* text, or 0 */
+} ProgressEntry;
+
+/*
+ * Whether a JSON string is a UUID in a form uuid_in accepts: 32 hex digits,
+ * a hyphen allowed after any group of four, optionally in braces.
+ */
+static bool
+LooksLikeUuid(const char *s, int len)
+{
+	int			digits = 0;
+	int			i = 0;
+
+	if (len >= 2 && s[0] == '{' && s[len - 1] == '}')
+	{
+		i = 1;
+		len--;
+	}
+	for (; i < len; i++)
+	{
+		if (isxdigit((unsigned char) s[i]))
+			digits++;
+		else if (s[i] != '-' || digits == 0 || digits % 4 != 0 || i + 1 == len || s[i + 1] == '-')
+			return false;
+	}
+	return digits == 32;
+}
+
+/*
+ * Converts a JSON number to an int64 if it is an integer in range.
+ */
+static bool
+NumericToInt64(Numeric n, int64 *out)
+{
+	Datum		d = NumericGetDatum(n);
+	Datum		truncated = DirectFunctionCall2(numeric_trunc, d, Int32GetDatum(0));
+
+	if (!DatumGetBool(DirectFunctionCall2(numeric_eq, d, truncated)) ||
+		DatumGetBool(DirectFunctionCall2(numeric_gt, d,
+										 NumericGetDatum(int64_to_numeric(PG_INT64_MAX)))) ||
+		DatumGetBool(DirectFunctionCall2(numeric_lt, d,
+										 NumericGetDatum(int64_to_numeric(PG_INT64_MIN)))))
+		return false;
+	*out = DatumGetInt64(DirectFunctionCall1(numeric_int8, d));
+	return true;
+}
+
+/* Renders a JSON value for an error message. */
+static char *
+JsonbValueText(JsonbValue *v)
+{
+	Jsonb	   *j = JsonbValueToJsonb(v);
+
+	return JsonbToCString(NULL, &j->root, VARSIZE(j));
+}
+
+/*
+ * Checks one organization's progress object and fills *e from it.
+ */
+static void
+ParseProgressEntry(const char *org, JsonbValue *value, ProgressEntry *e)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		have_revision = false;
+
+	if (value->type != jbvBinary || !JsonContainerIsObject(value->val.binary.data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("progress of organization \"%s\" must be a JSON object", org),
+				 errhint("Pass {\"revision\": <applied revision>, \"version_id\": \"<uuid>\", \"config_hash\": \"<hash>\"}.")));
+
+	e->org = pstrdup(org);
+	e->version = (Datum) 0;
+	e->config_hash = (Datum) 0;
+	it = JsonbIteratorInit(value->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *key;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = pnstrdup(v.val.string.val, v.val.string.len);
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+		if (strcmp(key, "revision") == 0)
+		{
+			if (v.type != jbvNumeric || !NumericToInt64(v.val.numeric, &e->revision))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("revision of organization \"%s\" must be an integer", org),
+						 errdetail("It is %s.", JsonbValueText(&v))));
+			if (e->revision < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("revision of organization \"%s\" must not be negative", org),
+						 errdetail("It is %s.", JsonbValueText(&v))));
+			have_revision = true;
+		}
+		else if (strcmp(key, "version_id") == 0)
+		{
+			if (v.type == jbvString && LooksLikeUuid(v.val.string.val, v.val.string.len))
+				e->version = DirectFunctionCall1(uuid_in,
+												 CStringGetDatum(pnstrdup(v.val.string.val,
+																		  v.val.string.len)));
+			else if (v.type != jbvNull)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("version_id of organization \"%s\" must be a UUID string", org),
+						 errdetail("It is %s.", JsonbValueText(&v))));
+		}
+		else if (strcmp(key, "config_hash") == 0)
+		{
+			if (v.type == jbvString)
+				e->config_hash = PointerGetDatum(cstring_to_text_with_len(v.val.string.val,
+																		  v.val.string.len));
+			else if (v.type != jbvNull)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("config_hash of organization \"%s\" must be a string", org)));
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown key \"%s\" in progress of organization \"%s\"", key, org),
+					 errhint("The keys are revision, version_id and config_hash.")));
+	}
+	if (!have_revision)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("progress of organization \"%s\" has no revision", org)));
+}
+
+/*
+ * Checks a heartbeat's progress argument, and the caller's read privilege
+ * on every organization in it.  Returns the entries; *count gets how many.
+ */
+static ProgressEntry *
+ParseProgress(Jsonb *progress, int *count)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	ProgressEntry *entries;
+	int			n = 0;
+	Oid			caller = EventhubCallingRole();
+
+	if (!JB_ROOT_IS_OBJECT(progress))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("progress must be a JSON object"),
+				 errhint("Pass {\"<organization>\": {\"revision\": <applied revision>, \"version_id\": \"<uuid>\", \"config_hash\": \"<hash>\"}, ...}.")));
+
+	entries = palloc0(sizeof(ProgressEntry) * Max(JB_ROOT_COUNT(progress), 1));
+	it = JsonbIteratorInit(&progress->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *org;
+		int			len;
+
+		if (tok != WJB_KEY)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		len = v.val.string.len;
+		if (len == 0 || len > EVENTHUB_MAX_ID_BYTES)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid organization id in progress"),
+					 errdetail("Organization ids are 1 to %d bytes long.", EVENTHUB_MAX_ID_BYTES)));
+		org = pnstrdup(v.val.string.val, len);
+		if (!EventhubHasOrgPrivilege(caller, org, len, EVENTHUB_PRIV_READ))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to read organization \"%s\"", org),
+					 errhint("A replica reports progress only for organizations its role may read.")));
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+		ParseProgressEntry(org, &v, &entries[n++]);
+	}
+	*count = n;
+	return entries;
+}
+
+/*
+ * Builds a one-dimensional array of n datums of type elemtype; with
+ * nullable, a datum of 0 (a null pointer) stands for NULL.
+ */
+static Datum
+MakeArray(Datum *elems, int n, Oid elemtype, bool nullable)
+{
+	bool	   *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	for (int i = 0; i < n; i++)
+		nulls[i] = nullable && elems[i] == (Datum) 0;
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, elemtype,
+											  typlen, typbyval, typalign));
+}
+
+/*
+ * Refuses an action on a replica registered by a role whose privileges the
+ * caller does not have.
+ */
+static void
+CheckReplicaOwner(Datum replica_id, Oid owner)
+{
+	if (!has_privs_of_role(EventhubCallingRole(), owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for replica \"%s\"", TextDatumGetCString(replica_id)),
+				 errdetail("The replica was registered by another role."),
+				 errhint("Choose a replica id of your own; an administrator can remove a replica with eventhub.remove_replica().")));
+}
+
+/*
+ * Records a checked heartbeat.  The caller has connected to SPI.
+ */
+static void
+RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
+				bool version_null, ProgressEntry *entries, int n)
+{
+	static SPIPlanPtr head_plan = NULL;
+	static SPIPlanPtr replica_plan = NULL;
+	static SPIPlanPtr progress_plan = NULL;
+	Oid			head_types[2] = {TEXTARRAYOID, INT8ARRAYOID};
+	Oid			replica_types[4] = {TEXTOID, JSONBOID, TEXTOID, REGROLEOID};
+	Oid			progress_types[5] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, UUIDARRAYOID, TEXTARRAYOID};
+	Datum	   *orgs = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *revs = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *versions = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *hashes = palloc(sizeof(Datum) * Max(n, 1));
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	bool		isnull;
+	int			ret;
+
+	for (int i = 0; i < n; i++)
+	{
+		orgs[i] = CStringGetTextDatum(entries[i].org);
+		revs[i] = Int64GetDatum(entries[i].revision);
+		versions[i] = entries[i].version;
+		hashes[i] = entries[i].config_hash;
+	}
+
+	/* No revision above its organization's head: one query for them all. */
+	values[0] = MakeArray(orgs, n, TEXTOID, false);
+	values[1] = MakeArray(revs, n, INT8OID, false);
+	ret = SPI_execute_plan(EventhubKeptPlan(&head_plan,
+											"SELECT c.org, c.rev, COALESCE(s.revision, 0)"
+											" FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+											" WITH ORDINALITY AS c(org, rev, n)"
+											" LEFT JOIN eventhub.organization_states s"
+											"  ON s.organization OPERATOR(pg_catalog.=) c.org"
+											" WHERE c.rev OPERATOR(pg_catalog.>) COALESCE(s.revision, 0)"
+											" ORDER BY c.n LIMIT 1",
+											2, head_types),
+						   values, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: checking heartbeat revisions failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("revision %s of organization \"%s\" is above its head revision",
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+				 errdetail("The head revision is %s.",
+						   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3)),
+				 errhint("Report the revision of the last event applied, from this database.")));
+
+	/* Register or refresh the replica; it must be the caller's. */
+	values[0] = replica_id;
+	values[1] = labels;
+	nulls[1] = labels_null ? 'n' : ' ';
+	values[2] = version;
+	nulls[2] = version_null ? 'n' : ' ';
+	values[3] = ObjectIdGetDatum(EventhubCallingRole());
+	ret = SPI_execute_plan(EventhubKeptPlan(&replica_plan,
+											"INSERT INTO eventhub.replicas AS r"
+											" (replica_id, labels, version, owner, started_at, last_heartbeat)"
+											" VALUES ($1, COALESCE($2, '{}'), $3, $4, pg_catalog.now(), pg_catalog.now())"
+											" ON CONFLICT ON CONSTRAINT replicas_pkey DO UPDATE"
+											" SET last_heartbeat = pg_catalog.now(),"
+											" labels = COALESCE($2, r.labels),"
+											" version = COALESCE($3, r.version)"
+											" RETURNING owner",
+											4, replica_types),
+						   values, nulls, false, 1);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "eventhub: registering a replica failed: %s", SPI_result_code_string(ret));
+	/* The error rolls the refresh back with everything else. */
+	CheckReplicaOwner(replica_id,
+					  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+													 SPI_tuptable->tupdesc, 1, &isnull)));
+
+	if (n == 0)
+		return;
+	values[0] = replica_id;
+	values[1] = MakeArray(orgs, n, TEXTOID, false);
+	values[2] = MakeArray(revs, n, INT8OID, false);
+	values[3] = MakeArray(versions, n, UUIDOID, true);
+	values[4] = MakeArray(hashes, n, TEXTOID, true);
+	memset(nulls, ' ', sizeof(nulls));
+	ret = SPI_execute_plan(EventhubKeptPlan(&progress_plan,
+											"INSERT INTO eventhub.replica_progress AS p"
+											" (replica_id, organization_id, applied_revision, applied_version_id,"
+											"  applied_at, config_hash)"
+											" SELECT $1, c.org, c.rev, c.ver, pg_catalog.now(), c.hash"
+											" FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3),"
+											"  pg_catalog.unnest($4), pg_catalog.unnest($5)) AS c(org, rev, ver, hash)"
+											" ON CONFLICT ON CONSTRAINT replica_progress_pkey DO UPDATE"
+											" SET applied_at = CASE"
+											"   WHEN p.applied_revision OPERATOR(pg_catalog.=) excluded.applied_revision"
+											"    AND (p.applied_version_id OPERATOR(pg_catalog.=) excluded.applied_version_id"
+											"     OR p.applied_version_id IS NULL OR excluded.applied_version_id IS NULL)"
+											"   THEN p.applied_at ELSE excluded.applied_at END,"
+											" applied_version_id = CASE"
+											"   WHEN p.applied_revision OPERATOR(pg_catalog.=) excluded.applied_revision"
+											"   THEN COALESCE(excluded.applied_version_id, p.applied_version_id)"
+											"   ELSE excluded.applied_version_id END,"
+											" applied_revision = excluded.applied_revision,"
+											" config_hash = excluded.config_hash",
+											5, progress_types),
+						   values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "eventhub: recording replica progress failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * heartbeat(replica_id text, progress jsonb, labels jsonb DEFAULT NULL,
+ *			 version text DEFAULT NULL) -> void
+ *
+ * Registers the replica for the calling role if it is new, records its
+ * progress {"<organization>": {"revision": N, "version_id": "...",
+ * "config_hash": "..."}} and refreshes its last_heartbeat.  Everything is
+ * checked before anything is written.
+ */
+Datum
+heartbeat(PG_FUNCTION_ARGS)
+{
+	Datum		replica_id = EventhubRequiredTextArg(fcinfo, 0, "replica_id", EVENTHUB_MAX_ID_BYTES);
+	ProgressEntry *entries;
+	int			n;
+	int			saved;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("progress must not be null"),
+				 errhint("Pass '{}' for a replica that follows no organization.")));
+	if (!PG_ARGISNULL(2) && !JB_ROOT_IS_OBJECT(PG_GETARG_JSONB_P(2)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("labels must be a JSON object")));
+	entries = ParseProgress(PG_GETARG_JSONB_P(1), &n);
+
+	saved = EventhubBeginWrite();
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eventhub: SPI_connect failed");
+		RecordHeartbeat(replica_id,
+						PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2), PG_ARGISNULL(2),
+						PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3), PG_ARGISNULL(3),
+						entries, n);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		EventhubEndWrite(saved);
+	}
+	PG_END_TRY();
+	PG_RETURN_VOID();
+}
+
+/*
+ * Deletes a replica (its progress goes with it) and returns whether it was
+ * registered; with check_owner, only the owner's.
+ */
+static bool
+DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		replica_id;
+	volatile bool found = false;
+	int			saved;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("replica_id must not be null")));
+	replica_id = PG_GETARG_DATUM(0);
+
+	saved = EventhubBeginWrite();
+	PG_TRY();
+	{
+		int			ret;
+		bool		isnull;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eventhub: SPI_connect failed");
+		ret = SPI_execute_plan(EventhubKeptPlan(&plan,
+												"DELETE FROM eventhub.replicas"
+												" WHERE replica_id OPERATOR(pg_catalog.=) $1"
+												" RETURNING owner",
+												1, argtypes),
+							   &replica_id, NULL, false, 0);
+		if (ret != SPI_OK_DELETE_RETURNING)
+			elog(ERROR, "eventhub: removing a replica failed: %s", SPI_result_code_string(ret));
+		found = SPI_processed == 1;
+		if (found && check_owner)
+			CheckReplicaOwner(replica_id,
+							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 1, &isnull)));
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		EventhubEndWrite(saved);
+	}
+	PG_END_TRY();
+	return found;
+}
+
+/*
+ * deregister_replica(replica_id text) -> boolean
+ *
+ * Removes one of the caller's replicas with its progress; returns whether it
+ * was registered.
+ */
+Datum
+deregister_replica(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(DeleteReplica(fcinfo, true));
+}
+
+/*
+ * remove_replica(replica_id text) -> boolean
+ *
+ * Removes any replica with its progress, whoever registered it: for
+ * administrators.
+ */
+Datum
+remove_replica(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(DeleteReplica(fcinfo, false));
+}
+
+/*
+ * replica_visible(owner regrole) -> boolean
+ *
+ * Whether the calling role sees a replica registered by owner that follows
+ * no organization it may read: always while access control is off, else
+ * only its own (and a superuser's).  The row-level security of
+ * eventhub.replicas and the replica_status view call it.
+ */
+Datum
+replica_visible(PG_FUNCTION_ARGS)
+{
+	Oid			caller = EventhubCallingRole();
+
+	PG_RETURN_BOOL(!EventhubAccessControlEnabled() ||
+				   superuser_arg(caller) || has_bypassrls_privilege(caller) ||
+				   has_privs_of_role(caller, PG_GETARG_OID(0)));
+}
