@@ -1,0 +1,404 @@
+# 007_security.pl: eventhub against the roles a shared database really has.
+#
+# Every attack here was run against 0.1 and worked; each is run the same way
+# now, with real login roles and sessions:
+#   1. a database owner who is not a superuser arms operators and
+#      ALTER DATABASE ... SET search_path (and role) for the background
+#      worker, which runs as a superuser: the worker's queries never reach
+#      them, the role stays what it was, and retention keeps working;
+#   2. a role granted every privilege on every table (GRANT ALL) forges an
+#      event, rewrites heads, deletes history, truncates, fills the replica
+#      registry, and adds a trigger that would run inside publish_event as
+#      its owner: all refused, also in a session where the library is not
+#      loaded yet and the role set the guard's switch first;
+#   3. two tenants share the database: neither publishes into, reads,
+#      replays a correlation id of, or learns the other's organizations,
+#      through the functions, the tables, the status view or the CLI;
+#   4. one tenant tries to heartbeat as, or deregister, the other's replica;
+#   5. a role with no privilege at all LISTENs: it learns no organization id
+#      and no revision; the replay of a notification it saw only wakes a
+#      subscriber, which delivers nothing twice.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
+
+my $node = PostgreSQL::Test::Cluster->new('security');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+eventhub.database = 'appdb'
+eventhub.maintenance_interval = '100ms'
+eventhub.retention = '1s'
+eventhub.replica_ttl = '1s'
+eventhub.stalled_client_timeout = '1s'
+});
+$node->start;
+
+# Runs SQL in appdb as a superuser that shields itself from the settings the
+# database owner plants (ALTER DATABASE ... SET role, search_path).
+sub su
+{
+	my ($sql) = @_;
+	return $node->safe_psql('appdb', "SET ROLE NONE; SET search_path = pg_catalog, public;\n$sql");
+}
+
+# Waits until SQL, run by su(), returns t.
+sub su_poll
+{
+	my ($sql) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		return 1 if su($sql) eq 't';
+		usleep(100_000);
+	}
+	return 0;
+}
+
+# Runs SQL in appdb as ROLE; returns (exit code, stdout, stderr).
+sub as_role
+{
+	my ($role, $sql) = @_;
+	my ($out, $err) = ('', '');
+	my $ret = $node->psql('appdb', $sql, stdout => \$out, stderr => \$err,
+		extra_params => [ '-U', $role ], on_error_stop => 1);
+	return ($ret, $out, $err);
+}
+
+sub as_role_ok
+{
+	my ($role, $sql, $label) = @_;
+	my ($ret, $out, $err) = as_role($role, $sql);
+	is($ret, 0, $label) or diag($err);
+	return $out;
+}
+
+# as_role_refused ROLE SQL PATTERN LABEL: the statement fails with an error
+# matching PATTERN.
+sub as_role_refused
+{
+	my ($role, $sql, $pattern, $label) = @_;
+	my ($ret, $out, $err) = as_role($role, $sql);
+	isnt($ret, 0, "$label: refused");
+	like($err, $pattern, "$label: with the expected error");
+	return $err;
+}
+
+$node->safe_psql('postgres', 'CREATE ROLE app LOGIN; CREATE DATABASE appdb OWNER app;');
+$node->safe_psql('appdb', 'CREATE EXTENSION eventhub');
+$node->poll_query_until('appdb',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance' AND datname = 'appdb'")
+  or die "the worker did not start";
+
+#
+# 1. The database owner arms the background worker's session.
+#
+as_role_ok('app', q{
+CREATE SCHEMA s;
+CREATE TABLE s.trap_log (who text);
+GRANT USAGE ON SCHEMA s TO PUBLIC;
+GRANT INSERT ON s.trap_log TO PUBLIC;
+-- Whoever runs this becomes... tries to make app a superuser.
+CREATE FUNCTION s.trap() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO s.trap_log VALUES (current_user);
+	BEGIN
+		EXECUTE 'ALTER ROLE app SUPERUSER';
+	EXCEPTION WHEN insufficient_privilege THEN NULL;
+	END;
+END $$;
+CREATE FUNCTION s.tstz_lt(a timestamptz, b timestamptz) RETURNS boolean LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.timestamptz_lt(a, b); END $$;
+CREATE FUNCTION s.tstz_ge(a timestamptz, b timestamptz) RETURNS boolean LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.timestamptz_ge(a, b); END $$;
+CREATE FUNCTION s.int8_lt(a bigint, b bigint) RETURNS boolean LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.int8lt(a, b); END $$;
+CREATE FUNCTION s.text_eq(a text, b text) RETURNS boolean LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.texteq(a, b); END $$;
+CREATE FUNCTION s.tid_eq(a tid, b tid) RETURNS boolean LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.tideq(a, b); END $$;
+CREATE FUNCTION s.oid_eq(a oid, b oid) RETURNS boolean LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.oideq(a, b); END $$;
+CREATE FUNCTION s.now() RETURNS timestamptz LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.now(); END $$;
+CREATE OPERATOR s.< (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = s.tstz_lt);
+CREATE OPERATOR s.>= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = s.tstz_ge);
+CREATE OPERATOR s.< (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = s.int8_lt);
+CREATE OPERATOR s.= (LEFTARG = text, RIGHTARG = text, FUNCTION = s.text_eq);
+CREATE OPERATOR s.= (LEFTARG = tid, RIGHTARG = tid, FUNCTION = s.tid_eq);
+CREATE OPERATOR s.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = s.oid_eq);
+ALTER DATABASE appdb SET search_path = s, pg_catalog;
+ALTER DATABASE appdb SET role = 'app';
+}, 'attack: the database owner creates its operators and sets the database\'s search_path and role');
+
+# The trap is armed: a session of appdb that compares timestamps runs it.
+as_role_ok('app', q{SELECT pg_catalog.now() - interval '1 hour' < pg_catalog.now()},
+	'attack: a plain comparison in appdb');
+is(su('SELECT string_agg(who, \',\') FROM s.trap_log'), 'app',
+	'attack: the trap is armed (it ran for app, which could not escalate)');
+su('DELETE FROM s.trap_log');
+
+# Work for the worker: expired events and a replica to expire.
+su(q{
+	SELECT count(eventhub.publish_event('acme', 'API', 'UPDATE', 'e' || i, NULL, '{}')) FROM generate_series(1, 5) i;
+	SELECT eventhub.heartbeat('gw-old', '{"acme": {"revision": 5}}');
+});
+
+# The worker's next start (a restart, a crash, SIGTERM) picks the settings up.
+my $old_worker = su("SELECT pid FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance'");
+my $offset = -s $node->logfile;
+su("SELECT pg_terminate_backend($old_worker)");
+su_poll("SELECT count(*) = 1 FROM pg_stat_activity"
+	  . " WHERE backend_type = 'eventhub maintenance' AND pid <> $old_worker")
+  or die "the worker did not come back";
+su_poll("SELECT (SELECT count(*) FROM eventhub.events) = 0 AND (SELECT count(*) FROM eventhub.replicas) = 0")
+  or die "the worker did not expire the events and the replica";
+# A few more cycles, and a look for stalled clients, under the same settings.
+sleep(2);
+$node->wait_for_log(qr/eventhub retention deleted 5 expired events/, $offset);
+pass('attack: the restarted worker deleted the expired events and the stale replica');
+is(su("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'"), 'f', 'attack: app is no superuser');
+is(su('SELECT count(*) FROM s.trap_log'), '0', 'attack: the trap never ran');
+unlike(slurp_file($node->logfile, $offset), qr/ERROR|FATAL:  (?!terminating background worker "eventhub maintenance")/,
+	'attack: the worker logged no error');
+as_role_ok('app', 'ALTER DATABASE appdb RESET ALL', 'the database owner resets its settings');
+
+#
+# 2. A role granted every privilege on every table.
+#
+su(q{
+	CREATE ROLE mallory LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO mallory;
+	GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO mallory;
+	GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO mallory;
+	SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'real', NULL, '{}');
+});
+my $head_before = su("SELECT revision || ' ' || version_id FROM eventhub.organization_states WHERE organization = 'acme'");
+my $guard_error = qr/cannot (insert into|update|delete from|truncate) table eventhub\.\w+ directly/;
+as_role_refused('mallory',
+	"INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}')",
+	$guard_error, 'GRANT ALL: a forged event at revision 999');
+as_role_refused('mallory', "UPDATE eventhub.organization_states SET revision = 999 WHERE organization = 'acme'",
+	$guard_error, 'GRANT ALL: a rewritten head');
+as_role_refused('mallory', 'DELETE FROM eventhub.events', $guard_error, 'GRANT ALL: deleted history');
+for my $table (qw(events organization_states replicas replica_progress organization_grants notification_key))
+{
+	as_role_refused('mallory', "TRUNCATE eventhub.$table CASCADE", $guard_error, "GRANT ALL: TRUNCATE $table");
+}
+as_role_refused('mallory',
+	"INSERT INTO eventhub.replicas (replica_id, started_at, last_heartbeat, owner) VALUES ('fake', now(), now(), 'app')",
+	$guard_error, 'GRANT ALL: a fake replica');
+as_role_refused('mallory', 'SET eventhub.protect_tables = off', qr/permission denied to set parameter/,
+	'GRANT ALL: switching the guard off');
+# The TRIGGER privilege: a trigger runs as whoever fires it, and
+# publish_event fires it as its owner, a superuser.
+as_role_refused('mallory', q{
+	CREATE FUNCTION pg_temp.mallory_trap() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN EXECUTE 'ALTER ROLE mallory SUPERUSER'; RETURN NULL; END $$;
+	CREATE TRIGGER mallory_trap AFTER INSERT ON eventhub.events FOR EACH ROW EXECUTE FUNCTION pg_temp.mallory_trap();
+}, qr/cannot create trigger "mallory_trap" on table eventhub.events/, 'GRANT ALL: a trigger on events');
+as_role_ok('mallory', "SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'real', NULL, '{}')",
+	'GRANT ALL: publishing through the function works');
+is(su("SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'"), 'f', 'GRANT ALL: mallory is no superuser');
+is( su("SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'acme'"),
+	'6,7', 'GRANT ALL: the history is exactly what publish_event wrote');
+is(su("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'eventhub.events'::regclass AND NOT tgisinternal"),
+	'1', 'GRANT ALL: events has its guard trigger and nothing else');
+
+# Without the library preloaded, a fresh session has not loaded it when the
+# role sets the switch: the setting is a placeholder that loading the library
+# then refuses, and the guard holds.
+my $plain = PostgreSQL::Test::Cluster->new('not_preloaded');
+$plain->init;
+$plain->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+$plain->start;
+$plain->safe_psql('postgres', q{
+	CREATE EXTENSION eventhub;
+	CREATE ROLE mallory LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO mallory;
+	GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO mallory;
+	GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO mallory;
+});
+{
+	my ($out, $err) = ('', '');
+	my $ret = $plain->psql('postgres',
+		"SET eventhub.protect_tables = off;\n"
+		  . "INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}');",
+		stdout => \$out, stderr => \$err, extra_params => [ '-U', 'mallory' ], on_error_stop => 1);
+	isnt($ret, 0, 'not preloaded: the switch set before the library loads does not open the guard');
+	like($err, $guard_error, 'not preloaded: the insert is refused by the guard') or diag($err);
+	($ret, $out, $err) = $plain->psql('postgres',
+		"LISTEN eventhub;\nSELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a', NULL, '{}');",
+		extra_params => [ '-U', 'mallory' ], on_error_stop => 1);
+	is($ret, 0, 'not preloaded: publishing works') or diag($err);
+	like($out, qr/Asynchronous notification "eventhub" with payload "\{"notification_token": "[0-9a-f]{32}"/,
+		'not preloaded: and announces the event');
+	is($plain->safe_psql('postgres',
+			"SET eventhub.protect_tables = off; UPDATE eventhub.events SET event_data = '{\"fixed\": 1}' RETURNING event_data"),
+		'{"fixed": 1}', 'not preloaded: a superuser still switches the guard off for a repair');
+}
+$plain->stop;
+
+#
+# 3. Two tenants and an administrator.
+#
+su(q{
+	CREATE ROLE tenant_a LOGIN;
+	CREATE ROLE tenant_b LOGIN;
+	CREATE ROLE hub_admin LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO tenant_a, tenant_b, hub_admin;
+	GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_status TO tenant_a, tenant_b;
+	GRANT EXECUTE ON FUNCTION
+	    eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
+	    eventhub.register_organization(text),
+	    eventhub.events_since(text, bigint, integer),
+	    eventhub.notification_token(text),
+	    eventhub.heartbeat(text, jsonb, jsonb, text),
+	    eventhub.deregister_replica(text)
+	  TO tenant_a, tenant_b;
+	GRANT EXECUTE ON FUNCTION
+	    eventhub.grant_organization(regrole, text, text, boolean),
+	    eventhub.revoke_organization(regrole, text, text, boolean),
+	    eventhub.remove_replica(text)
+	  TO hub_admin;
+});
+as_role_ok('hub_admin', q{
+	SELECT eventhub.grant_organization('tenant_a', 'a-', 'publish', true);
+	SELECT eventhub.grant_organization('tenant_a', 'a-', 'read', true);
+	SELECT eventhub.grant_organization('tenant_b', 'b-', 'publish', true);
+	SELECT eventhub.grant_organization('tenant_b', 'b-', 'read', true);
+}, 'tenants: the administrator grants each tenant its prefix');
+as_role_ok('tenant_b', q{
+	SELECT eventhub.publish_event('b-1', 'API', 'CREATE', 'b-secret-entity', 'order-42', '{"b-secret": 1}');
+	SELECT eventhub.publish_event('b-1', 'API', 'UPDATE', 'b-secret-entity', 'order-43', '{"b-secret": 2}');
+}, 'tenants: tenant_b publishes');
+as_role_ok('tenant_a', q{
+	SELECT eventhub.publish_event('a-1', 'API', 'CREATE', 'a-entity', 'order-1', '{}');
+}, 'tenants: tenant_a publishes');
+
+my $leak = qr/b-secret|order-4[23]|Revision 2/;
+my $err;
+$err = as_role_refused('tenant_a', "SELECT eventhub.publish_event('b-1', 'API', 'UPDATE', 'x', NULL, '{}')",
+	qr/permission denied to publish to organization "b-1"/, 'tenants: tenant_a publishing into b-1');
+$err .= as_role_refused('tenant_a', "SELECT eventhub.register_organization('b-2')",
+	qr/permission denied to publish to organization "b-2"/, 'tenants: tenant_a registering b-2');
+$err .= as_role_refused('tenant_a', "SELECT * FROM eventhub.events_since('b-1', 0)",
+	qr/permission denied to read organization "b-1"/, 'tenants: tenant_a reading b-1');
+$err .= as_role_refused('tenant_a', "SELECT * FROM eventhub.events_since('b-1', 5)",
+	qr/permission denied to read organization "b-1"/, 'tenants: tenant_a probing b-1\'s head');
+$err .= as_role_refused('tenant_a',
+	"SELECT eventhub.publish_event('b-1', 'API', 'CREATE', 'b-secret-entity', 'order-42', '{\"b-secret\": 1}')",
+	qr/permission denied to publish to organization "b-1"/, 'tenants: tenant_a replaying a guessed event of b-1');
+$err .= as_role_refused('tenant_a', "SELECT eventhub.notification_token('b-1')",
+	qr/permission denied to read organization "b-1"/, 'tenants: tenant_a asking for b-1\'s token');
+unlike($err, $leak, 'tenants: no error told tenant_a anything of b-1 but its name');
+# A correlation id is a key within its organization: tenant_a reusing
+# tenant_b's learns nothing and gets its own event.
+is(as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'CREATE', 'x', 'order-42', '{}')",
+		'tenants: tenant_a publishes with tenant_b\'s correlation id'),
+	"2", 'tenants: ... and gets a new event of its own');
+is(as_role_ok('tenant_a', 'SELECT string_agg(organization, \',\' ORDER BY 1) FROM eventhub.organization_states',
+		'tenants: tenant_a reads organization_states'),
+	"a-1", 'tenants: organization_states shows tenant_a only its organizations');
+is(as_role_ok('tenant_a',
+		'SELECT string_agg(organization_id || \'/\' || revision, \',\' ORDER BY 1) FROM eventhub.events',
+		'tenants: tenant_a reads events'),
+	"a-1/1,a-1/2", 'tenants: events shows tenant_a only its events');
+{
+	my ($out, $err) = ('', '');
+	my $ret = IPC::Run::run([ $cli, '-d', $node->connstr('appdb') . ' user=tenant_a', 'status' ],
+		'>', \$out, '2>', \$err);
+	ok($ret, 'tenants: eventhub status as tenant_a') or diag($err);
+	like($out, qr/a-1/, 'tenants: status shows tenant_a its organization');
+	unlike($out, qr/b-1/, 'tenants: status shows nothing of b-1');
+	($out, $err) = ('', '');
+	IPC::Run::run([ $cli, '-d', $node->connstr('appdb') . ' user=tenant_a', 'status', '--json' ],
+		'>', \$out, '2>', \$err);
+	unlike($out, qr/b-1/, 'tenants: status --json shows nothing of b-1');
+}
+
+#
+# 4. Replicas belong to the role that registered them.
+#
+as_role_ok('tenant_b', q{SELECT eventhub.heartbeat('gw-b', '{"b-1": {"revision": 2}}', '{"zone": "b"}')},
+	'replicas: tenant_b registers gw-b');
+as_role_refused('tenant_a', q{SELECT eventhub.heartbeat('gw-b', '{}')},
+	qr/permission denied for replica "gw-b"/, 'replicas: tenant_a heartbeating as gw-b');
+as_role_refused('tenant_a', q{SELECT eventhub.heartbeat('gw-b', '{"a-1": {"revision": 0}}', '{"zone": "forged"}')},
+	qr/permission denied for replica "gw-b"/, 'replicas: tenant_a forging gw-b\'s progress');
+as_role_refused('tenant_a', q{SELECT eventhub.deregister_replica('gw-b')},
+	qr/permission denied for replica "gw-b"/, 'replicas: tenant_a deregistering gw-b');
+as_role_refused('tenant_a', q{SELECT eventhub.heartbeat('gw-a', '{"b-1": {"revision": 2}}')},
+	qr/permission denied to read organization "b-1"/, 'replicas: tenant_a reporting progress on b-1');
+is( su(q{SELECT r.owner || ' ' || (r.labels->>'zone') || ' ' || p.organization_id || ' ' || p.applied_revision
+	   FROM eventhub.replicas r JOIN eventhub.replica_progress p USING (replica_id) WHERE replica_id = 'gw-b'}),
+	'tenant_b b b-1 2', 'replicas: gw-b is exactly what tenant_b reported');
+is(as_role_ok('tenant_a', 'SELECT count(*) FROM eventhub.replica_status', 'replicas: tenant_a reads replica_status'),
+	"0", 'replicas: replica_status shows tenant_a nothing of gw-b');
+as_role_ok('hub_admin', q{SELECT eventhub.remove_replica('gw-b')}, 'replicas: the administrator removes gw-b');
+is(su(q{SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-b'}), '0', 'replicas: gw-b is gone');
+
+#
+# 5. A role that may read nothing listens.
+#
+su('CREATE ROLE eve LOGIN');
+my $token_a = as_role_ok('tenant_a', "SELECT eventhub.notification_token('a-1')", 'listener: tenant_a gets a-1\'s token');
+chomp $token_a;
+my ($w_out, $w_err) = ('', '');
+my $watch = IPC::Run::start(
+	[
+		$cli, '-d', $node->connstr('appdb') . ' user=tenant_a',
+		'watch', '--org', 'a-1', '--after', '0', '--count', '5', '--timeout', '60',
+		'--poll-interval', '600000'
+	],
+	'>', \$w_out, '2>', \$w_err);
+my $eve = $node->background_psql('appdb', extra_params => [ '-U', 'eve' ], on_error_stop => 0);
+$eve->query_safe('LISTEN eventhub');
+# The watcher catches up (revisions 1 and 2) at its first poll; what
+# follows comes by notification: it polls only every ten minutes.
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+$watch->pump while ($w_out =~ tr/\n//) < 2 && time() < $deadline;
+is(($w_out =~ tr/\n//), 2, 'listener: the watcher caught up with a-1');
+as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a-entity', NULL, '{}')",
+	'listener: tenant_a publishes a-1/3');
+as_role_ok('tenant_b', "SELECT eventhub.publish_event('b-1', 'API', 'UPDATE', 'b-secret-entity', NULL, '{}')",
+	'listener: tenant_b publishes b-1/3');
+my $heard = $eve->query_safe('SELECT 1');
+my @payloads = $heard =~ /Asynchronous notification "eventhub" with payload "([^\n]*)" received/g;
+is(scalar(@payloads), 2, 'listener: eve hears two notifications');
+my $json = JSON::PP->new;
+my @keys = map { join(',', sort keys %{ $json->decode($_) }) } @payloads;
+is_deeply(\@keys, [ 'notification_token,version_id', 'notification_token,version_id' ],
+	'listener: each has only a token and a version');
+unlike(join(' ', @payloads), qr/a-1|b-1|"revision"|:\s*3\b/, 'listener: no organization id, no revision');
+is($json->decode($payloads[0])->{notification_token}, $token_a,
+	'listener: the first is a-1\'s, which only a reader of a-1 can tell');
+$eve->query("SELECT eventhub.notification_token('a-1')");
+like($eve->{stderr}, qr/permission denied/, 'listener: eve cannot map organizations to tokens');
+$eve->{stderr} = '';
+
+# eve replays what it heard: the watcher wakes, and delivers nothing twice.
+$eve->query_safe("NOTIFY eventhub, '$payloads[0]'");
+$eve->query_safe(qq{NOTIFY eventhub, '{"notification_token": "$token_a", "version_id": "00000000-0000-4000-8000-000000000000"}'});
+sleep(1);
+as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a-entity', NULL, '{}')",
+	'listener: tenant_a publishes a-1/4');
+$eve->quit;
+# --count 5: a-1/4 makes five lines (revisions 1-4 and nothing else) only
+# if nothing came twice; a fifth event would come only after a duplicate.
+as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a-entity', NULL, '{}')",
+	'listener: tenant_a publishes a-1/5');
+$watch->finish;
+is($watch->result(0), 0, 'listener: the watcher got its events') or diag($w_err);
+my @revs = map { $json->decode($_)->{revision} } grep { /"revision"/ } split /\n/, $w_out;
+is_deeply(\@revs, [ 1, 2, 3, 4, 5 ], 'listener: the watcher delivered every event once, in order');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,132 @@
+# 008_stalled_client.pl: a subscriber that stops reading does not slow
+# publishers down.
+#
+# An `eventhub watch` is stopped with SIGSTOP while 100,000 events are
+# published to other organizations.  Its backend fills the socket with
+# notifications and blocks writing (wait event ClientWrite); blocked inside
+# the transaction that reads the notification queue (the test makes sure it
+# is), it holds back the xmin horizon, so that no dead version of
+# organization_states can be removed and every publish gets slower (to a
+# fifth and less within seconds).  The background worker terminates such a
+# session after eventhub.stalled_client_timeout.  The test proves that
+#   - the worker terminates the stalled session and says which;
+#   - publish throughput over the last 20,000 events is at least 0.8 of the
+#     throughput over the first 20,000;
+#   - the watcher, resumed, reconnects and delivers every event of its
+#     organization published meanwhile exactly once, in order.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
+my $events = 100_000;
+my $chunk = 20_000;
+
+my $node = PostgreSQL::Test::Cluster->new('stalled');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+eventhub.stalled_client_timeout = '5s'
+# the worker finds the extension within half a second
+eventhub.maintenance_interval = '500ms'
+log_statement = 'none'
+});
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION eventhub;
+	SELECT eventhub.publish_event('watched', 'API', 'CREATE', 'w', 'watched-1', '{}');
+});
+
+my ($w_out, $w_err) = ('', '');
+my $watch = IPC::Run::start(
+	[
+		$cli, '-d', $node->connstr('postgres'), 'watch', '--org', 'watched', '--after', '0',
+		'--count', '4', '--timeout', '300'
+	],
+	'>', \$w_out, '2>', \$w_err);
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+$watch->pump while $w_out !~ /\n/ && time() < $deadline;
+like($w_out, qr/"revision": 1/, 'the watcher delivered revision 1');
+my $watch_pid = $watch->{KIDS}[0]{PID};
+kill 'STOP', $watch_pid;
+
+# Events of the watched organization while it is stopped.
+$node->safe_psql('postgres', q{
+	SELECT eventhub.publish_event('watched', 'API', 'UPDATE', 'w', 'watched-' || i, '{}') FROM generate_series(2, 4) i;
+});
+
+# Transactions that move 500 organizations at once send the stopped
+# watcher's backend more notifications in one go than its output buffer
+# holds: once the socket is full, it blocks in the middle of reading the
+# queue, with the xmin horizon held.
+my $stalled = '';
+for my $batch (1 .. 40)
+{
+	$node->safe_psql('postgres',
+		"SELECT count(eventhub.publish_event('fan-' || i, 'API', 'UPDATE', 'e', NULL, '{}')) FROM generate_series(1, 500) i");
+	$stalled = $node->safe_psql('postgres',
+		"SELECT backend_xmin FROM pg_stat_activity WHERE state = 'idle' AND wait_event = 'ClientWrite' AND backend_xmin IS NOT NULL");
+	last if $stalled ne '';
+}
+isnt($stalled, '', 'the stopped watcher\'s backend is blocked in ClientWrite holding back the xmin horizon');
+
+# 100,000 publishes of another organization, each its own transaction (and
+# notification), with a log line per transaction.
+my $dir = PostgreSQL::Test::Utils::tempdir();
+open my $fh, '>', "$dir/publish.sql" or die;
+print $fh "SELECT eventhub.publish_event('busy', 'API', 'UPDATE', 'e', NULL, '{}');\n";
+close $fh;
+my $offset = -s $node->logfile;
+my ($b_out, $b_err) = ('', '');
+IPC::Run::run(
+	[
+		'pgbench', '-n', '-c', '4', '-j', '2', '-t', $events / 4, '-f', "$dir/publish.sql",
+		'-l', "--log-prefix=$dir/tx", '-h', $node->host, '-p', $node->port, 'postgres'
+	],
+	'>', \$b_out, '2>', \$b_err) or die "pgbench failed: $b_err";
+like($b_out, qr/number of transactions actually processed: $events\//, "pgbench published $events events");
+
+# Completion times of all transactions, in order.
+my @done;
+for my $f (glob("$dir/tx*"))
+{
+	for my $line (split /\n/, slurp_file($f))
+	{
+		my @field = split / /, $line;
+		push @done, $field[4] + $field[5] / 1e6;
+	}
+}
+@done = sort { $a <=> $b } @done;
+is(scalar(@done), $events, 'a log line per publish');
+my $start = $done[0];
+my $first = $chunk / ($done[ $chunk - 1 ] - $start);
+my $last = $chunk / ($done[-1] - $done[ $events - $chunk - 1 ]);
+note(sprintf('publish throughput: first %d events %.0f/s, last %d events %.0f/s, ratio %.2f',
+		$chunk, $first, $chunk, $last, $last / $first));
+cmp_ok($last / $first, '>=', 0.8,
+	'throughput over the last 20,000 events is at least 0.8 of the first 20,000');
+
+my $log = slurp_file($node->logfile, $offset);
+like($log, qr/eventhub terminated client session \d+, stalled for \d+ s/,
+	'the worker terminated the stalled session');
+like($log, qr/blocked sending notifications to a client that does not read them, holding back the xmin horizon/,
+	'and said why');
+
+# Resumed, the watcher finds its connection gone, reconnects and catches up.
+kill 'CONT', $watch_pid;
+$watch->finish;
+is($watch->result(0), 0, 'the resumed watcher exited after its four events') or diag($w_err);
+my $json = JSON::PP->new;
+my @got = map { my $e = $json->decode($_); "$e->{organization_id}/$e->{revision}/$e->{correlation_id}" }
+  grep { /"revision"/ } split /\n/, $w_out;
+is_deeply(\@got, [ map { "watched/$_/watched-$_" } 1 .. 4 ],
+	'it delivered every event of its organization once, in order');
+like($w_err, qr/connection lost/, 'it noticed the lost connection');
+
+$node->stop;
+done_testing();
