@@ -107,7 +107,10 @@ report_result_error(const char *what, const PGresult *res, const PGconn *conn)
 		fprintf(stderr, "HINT: %s\n", hint);
 }
 
-/* Library log lines go to stderr. */
+/*
+ * Library log lines go to stderr; errors the caller sees returned (and
+ * reports itself) only at debug level, so that each is said once.
+ */
 static void
 log_to_stderr(eh_client *client, eh_log_level level, const char *message, void *arg)
 {
@@ -115,7 +118,7 @@ log_to_stderr(eh_client *client, eh_log_level level, const char *message, void *
 
 	(void) client;
 	(void) arg;
-	if (level >= EH_LOG_INFO)
+	if (level >= EH_LOG_INFO && level < EH_LOG_ERROR)
 		fprintf(stderr, "eventhub: %s: %s\n", names[level], message);
 }
 
@@ -177,16 +180,23 @@ print_event(eh_client *client, const eh_event *ev, void *arg)
 	return w->limit > 0 && w->seen >= w->limit;
 }
 
+/*
+ * A resync line carries the new cursor to store: the head's revision and
+ * version.
+ */
 static void
 print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_t head, void *arg)
 {
 	static const char *const reasons[] = {"", "history_removed", "cursor_ahead", "version_mismatch"};
+	const char *version = eh_cursor_version(client, org);
 
-	(void) client;
 	(void) arg;
 	fputs("{\"resync\": true, \"organization_id\": ", stdout);
 	json_string(stdout, org);
-	printf(", \"reason\": \"%s\", \"head_revision\": %lld}\n", reasons[reason], (long long) head);
+	printf(", \"reason\": \"%s\", \"head_revision\": %lld", reasons[reason], (long long) head);
+	if (version)
+		json_field(stdout, "head_version_id", version);
+	fputs("}\n", stdout);
 	fflush(stdout);
 }
 
@@ -211,24 +221,31 @@ run_watch(const cli_options *o)
 		eh_set_listen(c, 0);
 	if (o->poll_interval_ms)
 		eh_set_poll_interval(c, o->poll_interval_ms);
+	if (o->fallback_poll_interval_ms)
+		eh_set_fallback_poll_interval(c, o->fallback_poll_interval_ms);
 	if (o->replica_id &&
 		(eh_set_replica(c, o->replica_id, o->labels, EVENTHUB_VERSION) != EH_OK ||
-		 (o->heartbeat_interval_ms && eh_set_heartbeat_interval(c, o->heartbeat_interval_ms) != EH_OK)))
+		 (o->heartbeat_interval_ms && eh_set_heartbeat_interval(c, o->heartbeat_interval_ms) != EH_OK) ||
+		 (o->heartbeat_conninfo && eh_set_heartbeat_conninfo(c, o->heartbeat_conninfo) != EH_OK)))
 	{
 		fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
 		eh_client_free(c);
 		return 1;
 	}
 	for (int i = 0; i < o->norgs; i++)
-		if (eh_subscribe(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD) != EH_OK)
+		if (eh_subscribe_at(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD, o->after_version) != EH_OK)
 		{
 			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
 			eh_client_free(c);
-			return 1;
+			return EXIT_USAGE;
 		}
 
-	/* The first connection must work; later losses are retried. */
-	if (eh_connect(c) != EH_OK)
+	/*
+	 * A first connection that fails is retried like any later one (the
+	 * library says so on stderr), unless a retry cannot help: a refused
+	 * login, a database that does not exist.
+	 */
+	if (eh_connect(c) != EH_OK && !eh_error_retryable(c))
 	{
 		fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
 		eh_client_free(c);
@@ -245,7 +262,15 @@ run_watch(const cli_options *o)
 		int			wait;
 		int			n = eh_process(c);
 
-		if (n < 0)
+		/*
+		 * A refusal that a retry can fix (a lock or statement timeout, the
+		 * extension being reinstalled) is ridden out: the client retries with
+		 * backoff.  One that it cannot (authentication, a missing privilege,
+		 * a bad argument) ends watch.
+		 */
+		if (n < 0 && n != EH_ERR_MEMORY && eh_error_retryable(c))
+			fprintf(stderr, "eventhub: warning: %s (retrying)\n", eh_error_message(c));
+		else if (n < 0)
 		{
 			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
 			status = 1;

@@ -38,22 +38,35 @@ static const char usage_publish[] =
 "  --data JSON            event data (default: {})\n";
 
 static const char usage_watch[] =
-"Usage: eventhub watch --org ORG [--org ORG ...] [--after REVISION] [--count N]\n"
-"                      [--timeout SECONDS] [--poll-interval MS] [--no-listen]\n"
+"Usage: eventhub watch --org ORG [--org ORG ...] [--after REVISION [--after-version UUID]]\n"
+"                      [--count N] [--timeout SECONDS] [--poll-interval MS]\n"
+"                      [--fallback-poll-interval MS] [--no-listen]\n"
+"                      [--replica-id ID [--labels JSON] [--heartbeat-interval MS]\n"
+"                       [--heartbeat-conninfo CONNINFO]]\n"
 "\n"
 "Prints each event of the organizations as one JSON object per line, in\n"
 "revision order, and a line {\"resync\": true, ...} when an organization must\n"
-"be reloaded.\n"
+"be reloaded.  To resume, store the revision and version_id of the last line\n"
+"applied (a resync line's head_revision and head_version_id) and pass them\n"
+"back with --after and --after-version.  Transient server errors are retried\n"
+"with a warning on stderr.\n"
 "  --org ORG              organization to follow (repeatable)\n"
 "  --after REVISION       start after this revision (0: the whole kept\n"
 "                         history; default: from the current head)\n"
+"  --after-version UUID   the version_id at --after: a history that differs\n"
+"                         (a failover) prints a resync line first\n"
+"                         (one --org only)\n"
 "  --count N              exit 0 after N events\n"
 "  --timeout SECONDS      exit 3 if this time passes first\n"
 "  --poll-interval MS     poll organization_states this often (default 5000)\n"
-"  --no-listen            do not LISTEN; poll only\n"
+"  --fallback-poll-interval MS  ... and this often while notifications cannot\n"
+"                         reach the connection (default 250)\n"
+"  --no-listen            do not LISTEN; poll only, every --poll-interval\n"
 "  --replica-id ID        report progress as this replica (eventhub.heartbeat)\n"
 "  --labels JSON          the replica's labels, a JSON object\n"
-"  --heartbeat-interval MS  heartbeat this often (default 10000)\n";
+"  --heartbeat-interval MS  heartbeat this often (default 10000)\n"
+"  --heartbeat-conninfo CONNINFO  send heartbeats over this connection (the\n"
+"                         primary, when reading from a standby)\n";
 
 static const char usage_status[] =
 "Usage: eventhub status [--org ORG] [--json] [--fail-if-lag N]\n"
@@ -110,7 +123,8 @@ enum
 {
 	OPT_ORG = 1000, OPT_TYPE, OPT_ACTION, OPT_ENTITY, OPT_CORRELATION, OPT_DATA,
 	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP,
-	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG
+	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG,
+	OPT_AFTER_VERSION, OPT_FALLBACK_POLL, OPT_HEARTBEAT_CONNINFO
 };
 
 int
@@ -124,6 +138,9 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		{"correlation-id", required_argument, NULL, OPT_CORRELATION},
 		{"data", required_argument, NULL, OPT_DATA},
 		{"after", required_argument, NULL, OPT_AFTER},
+		{"after-version", required_argument, NULL, OPT_AFTER_VERSION},
+		{"fallback-poll-interval", required_argument, NULL, OPT_FALLBACK_POLL},
+		{"heartbeat-conninfo", required_argument, NULL, OPT_HEARTBEAT_CONNINFO},
 		{"count", required_argument, NULL, OPT_COUNT},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"poll-interval", required_argument, NULL, OPT_POLL},
@@ -277,6 +294,20 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			case OPT_NO_LISTEN:
 				opts->no_listen = 1;
 				break;
+			case OPT_AFTER_VERSION:
+				opts->after_version = optarg;
+				break;
+			case OPT_FALLBACK_POLL:
+				if (parse_int64(optarg, 10, 86400000, &v) != 0)
+				{
+					snprintf(err, errlen, "--fallback-poll-interval needs milliseconds from 10 to 86400000, not \"%s\"", optarg);
+					return -1;
+				}
+				opts->fallback_poll_interval_ms = (int) v;
+				break;
+			case OPT_HEARTBEAT_CONNINFO:
+				opts->heartbeat_conninfo = optarg;
+				break;
 			case OPT_OLDER_THAN:
 				opts->older_than = optarg;
 				break;
@@ -329,10 +360,13 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 	ONLY_FOR(opts->command == CMD_PUBLISH || !(opts->type || opts->action || opts->entity ||
 											  opts->correlation_id || opts->data),
 			 "--type, --action, --entity, --correlation-id or --data");
-	ONLY_FOR(opts->command == CMD_WATCH || !(opts->after >= 0 || opts->count || opts->timeout_s > 0 ||
-											opts->poll_interval_ms || opts->no_listen || opts->replica_id ||
-											opts->labels || opts->heartbeat_interval_ms),
-			 "--after, --count, --timeout, --poll-interval, --no-listen, --replica-id, --labels or --heartbeat-interval");
+	ONLY_FOR(opts->command == CMD_WATCH || !(opts->after >= 0 || opts->after_version || opts->count ||
+											opts->timeout_s > 0 || opts->poll_interval_ms ||
+											opts->fallback_poll_interval_ms || opts->no_listen ||
+											opts->replica_id || opts->labels ||
+											opts->heartbeat_interval_ms || opts->heartbeat_conninfo),
+			 "--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
+			 "--no-listen, --replica-id, --labels, --heartbeat-interval or --heartbeat-conninfo");
 	ONLY_FOR(opts->command == CMD_STATUS || !(opts->json || opts->fail_if_lag >= 0),
 			 "--json or --fail-if-lag");
 	ONLY_FOR(opts->command == CMD_CLEANUP || !opts->older_than, "--older-than");
@@ -355,9 +389,14 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			break;
 		case CMD_WATCH:
 			REQUIRED(opts->norgs, "at least one --org");
-			if ((opts->labels || opts->heartbeat_interval_ms) && !opts->replica_id)
+			if ((opts->labels || opts->heartbeat_interval_ms || opts->heartbeat_conninfo) && !opts->replica_id)
 			{
-				snprintf(err, errlen, "--labels and --heartbeat-interval need --replica-id");
+				snprintf(err, errlen, "--labels, --heartbeat-interval and --heartbeat-conninfo need --replica-id");
+				return -1;
+			}
+			if (opts->after_version && (opts->after < 0 || opts->norgs != 1))
+			{
+				snprintf(err, errlen, "--after-version goes with --after and one --org");
 				return -1;
 			}
 			if (opts->replica_id && !opts->replica_id[0])

@@ -36,13 +36,16 @@ typedef struct cli_options
 	const char *orgs[CLI_MAX_ORGS];
 	int			norgs;
 	int64_t		after;			/* -1: from the head */
+	const char *after_version;	/* the version at --after, or NULL */
 	int64_t		count;			/* 0: no limit */
 	double		timeout_s;		/* < 0: none */
 	int			poll_interval_ms;	/* 0: library default */
 	int			no_listen;
+	int			fallback_poll_interval_ms;	/* 0: library default */
 	const char *replica_id;		/* heartbeats as this replica */
 	const char *labels;			/* its labels, a JSON object */
 	int			heartbeat_interval_ms;	/* 0: library default */
+	const char *heartbeat_conninfo;	/* heartbeats over this connection */
 
 	/* status */
 	int			json;

@@ -8,7 +8,17 @@
  * them gapless and in order or raises EH001/EH002; an event is delivered
  * only if its revision is cursor + 1, and the cursor then moves to it.  So
  * nothing is skipped and nothing is delivered twice, whatever the hints do.
+ *
+ * Whether notifications reach this connection is found out, not assumed:
+ * on a hot standby LISTEN fails, and behind a transaction-pooling proxy it
+ * succeeds on a server connection that other clients then share, so the
+ * notifications go to them.  After connecting, the client LISTENs on a
+ * channel of its own, has a second, short-lived connection NOTIFY it, and
+ * LISTENs on eventhub only if that notification arrives while it is idle,
+ * which a transaction-pooling proxy never delivers.  Until then, and when
+ * it does not, the client polls at the short fallback interval.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -28,32 +38,37 @@
 #define DEFAULT_BACKOFF_INITIAL_MS 100
 #define DEFAULT_BACKOFF_MAX_MS 30000
 #define DEFAULT_HEARTBEAT_INTERVAL_MS 10000
+#define DEFAULT_FALLBACK_POLL_INTERVAL_MS 250
+/* How long the probe notification may take to arrive. */
+#define PROBE_TIMEOUT_MS 1000
+/* How long a connection attempt may take. */
+#define CONNECT_TIMEOUT_MS 10000
 
 /*
- * Fetch query: ISO 8601 UTC timestamps whatever the session's settings, the
- * delivery lag by the server's clock, and the version of the event at the
- * cursor, to notice a rewritten history before delivering past it.
+ * Fetch query: ISO 8601 UTC timestamps whatever the session's settings, and
+ * the delivery lag by the server's clock.  The version at the cursor goes
+ * along, so that a rewritten history raises EH003 before anything past the
+ * cursor is delivered.
  */
 #define FETCH_SQL \
 	"SELECT organization_id, revision, version_id::text," \
 	" to_char(processed_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
 	" to_char(originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
 	" event_type, action, entity_id, correlation_id, event_data::text," \
-	" (extract(epoch FROM clock_timestamp() - processed_timestamp) * 1000)::float8," \
-	" (SELECT c.version_id::text FROM eventhub.events c" \
-	"   WHERE c.organization_id = $1 AND c.revision = $2)" \
-	" FROM eventhub.events_since($1, $2, $3)"
+	" (extract(epoch FROM clock_timestamp() - processed_timestamp) * 1000)::float8" \
+	" FROM eventhub.events_since($1, $2, $3, NULLIF($4, '')::uuid)"
 
 /*
  * State query: per subscription, the head revision and version, the
  * version of the event at the cursor (to notice rewritten history), and the
  * token its notifications carry (NULL without read privilege: the fetch
- * then reports the refusal).
+ * then reports the refusal); and whether the server is a standby.
  */
 #define STATE_SQL \
 	"SELECT s.revision, s.version_id::text, e.version_id::text," \
 	" CASE WHEN eventhub.has_organization_privilege(c.org, 'read')" \
-	"  THEN eventhub.notification_token(c.org) END" \
+	"  THEN eventhub.notification_token(c.org) END," \
+	" pg_is_in_recovery()" \
 	" FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(org, cursor, n)" \
 	" LEFT JOIN eventhub.organization_states s ON s.organization = c.org" \
 	" LEFT JOIN eventhub.events e ON e.organization_id = c.org AND e.revision = c.cursor" \
@@ -71,20 +86,46 @@ typedef struct eh_sub
 	struct eh_sub *next;
 } eh_sub;
 
+/* How the client learns of new events on its connection. */
+typedef enum listen_mode
+{
+	LISTEN_OFF,					/* polling only; see no_listen */
+	LISTEN_PROBING,				/* waiting for the probe notification */
+	LISTEN_ON					/* LISTEN eventhub works */
+} listen_mode;
+
+/* Why the client polls only. */
+typedef enum no_listen_reason
+{
+	NO_LISTEN_NONE = 0,
+	NO_LISTEN_DISABLED,			/* eh_set_listen(client, 0) */
+	NO_LISTEN_STANDBY,			/* the server is a hot standby */
+	NO_LISTEN_POOLED,			/* notifications do not arrive (transaction pooling) */
+	NO_LISTEN_FAILED			/* LISTEN or the probe failed */
+} no_listen_reason;
+
 struct eh_client
 {
 	char	   *conninfo;
 	PGconn	   *conn;
 	int			ever_connected;
 	int			listen_enabled;
-	int			listening;
-	int			listen_failure_logged;
+	listen_mode mode;
+	no_listen_reason no_listen;
+	no_listen_reason no_listen_logged;	/* the reason last logged */
+	char		probe_channel[48];
+	int			probe_received;
+	int			in_query;		/* draining what a query took in */
+	int64_t		probe_deadline; /* monotonic ms */
 
 	int			poll_interval_ms;
+	int			fallback_poll_interval_ms;
 	int			batch_size;
 	int			backoff_initial_ms;
 	int			backoff_max_ms;
 	int			backoff_ms;
+	int			error_backoff_ms;	/* after a failed query */
+	int64_t		paused_until;	/* monotonic ms: no query before, after a failed one */
 	int64_t		next_poll_at;	/* monotonic ms; 0: now */
 	int64_t		reconnect_at;	/* monotonic ms */
 
@@ -95,6 +136,9 @@ struct eh_client
 	char	   *replica_id;		/* NULL: no heartbeats */
 	char	   *replica_labels;
 	char	   *replica_version;
+	char	   *heartbeat_conninfo;	/* NULL: heartbeats on conn */
+	PGconn	   *heartbeat_conn;
+	int			heartbeat_failing;	/* the last heartbeat failed (and was logged) */
 	int			heartbeat_interval_ms;
 	int64_t		next_heartbeat_at;	/* monotonic ms; 0: now */
 
@@ -211,7 +255,9 @@ any_token_unknown(const eh_client *c)
 
 /*
  * Forgets a broken connection and schedules the next attempt, with
- * exponential backoff and jitter.
+ * exponential backoff and jitter.  The backoff starts over only once a new
+ * connection has answered a query: a proxy that accepts the login while the
+ * server is down does not reset it.
  */
 static void
 connection_lost(eh_client *c)
@@ -224,7 +270,7 @@ connection_lost(eh_client *c)
 		PQfinish(c->conn);
 		c->conn = NULL;
 	}
-	c->listening = 0;
+	c->mode = LISTEN_OFF;
 	wait = (int) (c->backoff_ms * (0.5 + random_unit(c)));
 	c->reconnect_at = now_ms() + wait;
 	log_msg(c, EH_LOG_INFO, "reconnecting in %d ms", wait);
@@ -264,53 +310,226 @@ query(eh_client *c, const char *sql, int nparams, const char *const *params)
 	PGresult   *res = nparams == 0 ? PQexec(c->conn, sql) :
 		PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
 
+	c->in_query = 1;
 	drain_notifications(c);
+	c->in_query = 0;
 	return res;
+}
+
+/* The poll interval now: the short fallback one while notifications cannot arrive. */
+static int
+current_poll_interval(const eh_client *c)
+{
+	if (c->mode == LISTEN_ON || c->no_listen == NO_LISTEN_DISABLED ||
+		c->fallback_poll_interval_ms > c->poll_interval_ms)
+		return c->poll_interval_ms;
+	return c->fallback_poll_interval_ms;
 }
 
 static void
 schedule_poll(eh_client *c)
 {
-	c->next_poll_at = now_ms() + (int64_t) (c->poll_interval_ms * (0.8 + 0.4 * random_unit(c)));
+	c->next_poll_at = now_ms() + (int64_t) (current_poll_interval(c) * (0.8 + 0.4 * random_unit(c)));
 }
 
-/* LISTEN on the fresh connection, or fall back to polling only. */
+/*
+ * After a query the server refused: try again after a backoff that grows
+ * while it keeps refusing (a lock held for a while, the extension being
+ * reinstalled), not at once and not only at the next regular poll.
+ */
 static void
-start_listening(eh_client *c)
+retry_later(eh_client *c)
 {
-	PGresult   *res;
+	c->next_poll_at = c->paused_until =
+		now_ms() + (int64_t) (c->error_backoff_ms * (0.5 + random_unit(c)));
+	c->error_backoff_ms = c->error_backoff_ms * 2 > c->backoff_max_ms ?
+		c->backoff_max_ms : c->error_backoff_ms * 2;
+}
 
-	c->listening = 0;
-	if (!c->listen_enabled)
-		return;
-	res = query(c, "LISTEN eventhub", 0, NULL);
-	if (PQresultStatus(res) == PGRES_COMMAND_OK)
-		c->listening = 1;
-	else if (PQstatus(c->conn) == CONNECTION_OK && !c->listen_failure_logged)
+/* Polls only, for reason; logs the reason once, not at every connect. */
+static void
+stop_listening(eh_client *c, no_listen_reason reason, const char *detail)
+{
+	static const char *const what[] = {
+		"", "", "the server is a standby, where LISTEN is not available",
+		"notifications do not reach this connection (a transaction-pooling proxy?), so it does not LISTEN",
+		"LISTEN is not available on this connection"
+	};
+
+	c->mode = LISTEN_OFF;
+	c->no_listen = reason;
+	if (reason != NO_LISTEN_DISABLED && reason != c->no_listen_logged)
+		log_msg(c, EH_LOG_WARNING, "%s%s%s; polling every %d ms instead", what[reason],
+				detail ? ": " : "", detail ? detail : "", current_poll_interval(c));
+	c->no_listen_logged = reason;
+	c->next_poll_at = 0;
+}
+
+/*
+ * Opens a connection with the client's connection settings, waiting for it
+ * for at most CONNECT_TIMEOUT_MS; NULL when out of memory or timed out
+ * (*timed_out says which).  While it connects, errors the server sends are
+ * reported verbosely, so that a refusal carries its SQLSTATE ("FATAL:
+ * 28P01: ..."), which connect_sqlstate() reads.
+ */
+static PGconn *
+open_connection(const char *conninfo, int *timed_out)
+{
+	const char *keys[] = {"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+	"fallback_application_name", "dbname", NULL};
+	const char *values[] = {"1", "30", "10", "3", "eventhub", conninfo, NULL};
+	PGconn	   *conn = PQconnectStartParams(keys, values, 1);
+	int64_t		deadline = now_ms() + CONNECT_TIMEOUT_MS;
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+	*timed_out = 0;
+	if (!conn || PQstatus(conn) == CONNECTION_BAD)
+		return conn;
+	PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
+	while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
 	{
-		log_msg(c, EH_LOG_WARNING, "LISTEN is not available on this connection (%s); polling every %d ms instead",
-				PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?
-				PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : PQerrorMessage(c->conn),
-				c->poll_interval_ms);
-		c->listen_failure_logged = 1;
+		struct pollfd pfd = {.fd = PQsocket(conn), .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+		int64_t		left = deadline - now_ms();
+
+		if (left <= 0 || poll(&pfd, 1, (int) left) == 0)
+		{
+			PQfinish(conn);
+			*timed_out = 1;
+			return NULL;
+		}
+		st = PQconnectPoll(conn);
+	}
+	PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
+	return conn;
+}
+
+/*
+ * The SQLSTATE of a connection attempt the server refused ("" if it did
+ * not answer): libpq keeps none, but the verbose message carries it.
+ */
+static void
+connect_sqlstate(eh_client *c, const PGconn *conn)
+{
+	const char *msg = PQerrorMessage(conn);
+	const char *p = strstr(msg, "FATAL:  ");
+
+	c->sqlstate[0] = '\0';
+	if (p && strlen(p + 8) > 6 && p[13] == ':')
+		snprintf(c->sqlstate, sizeof(c->sqlstate), "%.5s", p + 8);
+}
+
+/*
+ * Finds out whether notifications reach this connection: LISTENs on a
+ * channel of its own and has another connection NOTIFY it.  The answer
+ * comes in drain_notifications() or not at all (probe_deadline).  Nothing
+ * listens on channel eventhub until it has come.
+ */
+static void
+start_probe(eh_client *c)
+{
+	char		sql[80];
+	PGresult   *res;
+	PGconn	   *other;
+	const char *params[1];
+	int			timed_out;
+
+	snprintf(c->probe_channel, sizeof(c->probe_channel), "eventhub_probe_%016llx",
+			 (unsigned long long) (random_unit(c) * 18446744073709551615.0));
+	c->probe_received = 0;
+	snprintf(sql, sizeof(sql), "LISTEN %s", c->probe_channel);
+	res = query(c, sql, 0, NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+		if (check_connection(c, res))
+			stop_listening(c, NO_LISTEN_FAILED, primary);
+		PQclear(res);
+		return;
 	}
 	PQclear(res);
+
+	other = open_connection(c->conninfo, &timed_out);
+	params[0] = c->probe_channel;
+	res = other && PQstatus(other) == CONNECTION_OK ?
+		PQexecParams(other, "SELECT pg_catalog.pg_notify($1, '')", 1, NULL, params, NULL, NULL, 0) : NULL;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		stop_listening(c, NO_LISTEN_FAILED,
+					   res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?
+					   PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) :
+					   other ? PQerrorMessage(other) : "out of memory");
+		PQclear(res);
+		PQfinish(other);
+		return;
+	}
+	PQclear(res);
+	PQfinish(other);
+	c->mode = LISTEN_PROBING;
+	c->probe_deadline = now_ms() + PROBE_TIMEOUT_MS;
+	/* No query until the probe is decided: one could pick up its answer. */
+	c->next_poll_at = c->probe_deadline;
+}
+
+/* The probe notification arrived while idle: LISTEN eventhub for real. */
+static void
+probe_answered(eh_client *c)
+{
+	char		sql[120];
+	PGresult   *res;
+
+	snprintf(sql, sizeof(sql), "UNLISTEN %s; LISTEN eventhub", c->probe_channel);
+	res = query(c, sql, 0, NULL);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK)
+	{
+		if (c->no_listen_logged != NO_LISTEN_NONE && c->no_listen_logged != NO_LISTEN_DISABLED)
+			log_msg(c, EH_LOG_INFO, "notifications arrive again: listening");
+		c->mode = LISTEN_ON;
+		c->no_listen = c->no_listen_logged = NO_LISTEN_NONE;
+		/* Catch up: the LISTEN is new. */
+		c->next_poll_at = 0;
+	}
+	else if (check_connection(c, res))
+		stop_listening(c, NO_LISTEN_FAILED, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+	PQclear(res);
+}
+
+/*
+ * Decides how to learn of new events on a fresh or promoted connection:
+ * not at all (LISTEN disabled, a standby), or by probing first.
+ */
+static void
+choose_listening(eh_client *c, int in_recovery)
+{
+	if (!c->listen_enabled)
+		stop_listening(c, NO_LISTEN_DISABLED, NULL);
+	else if (in_recovery)
+		stop_listening(c, NO_LISTEN_STANDBY, NULL);
+	else
+		start_probe(c);
 }
 
 int
 eh_connect(eh_client *c)
 {
-	const char *keys[] = {"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
-	"connect_timeout", "fallback_application_name", "dbname", NULL};
-	const char *values[] = {"1", "30", "10", "3", "10", "eventhub", c ? c->conninfo : NULL, NULL};
 	PGconn	   *conn;
+	PGresult   *res;
+	int			in_recovery;
+	int			timed_out;
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
 	if (c->conn)
 		return EH_OK;
 
-	conn = PQconnectdbParams(keys, values, 1);
+	conn = open_connection(c->conninfo, &timed_out);
+	if (!conn && timed_out)
+	{
+		set_error(c, "could not connect: no answer within %d s", CONNECT_TIMEOUT_MS / 1000);
+		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
+		connection_lost(c);
+		return EH_ERR_CONNECTION;
+	}
 	if (!conn)
 	{
 		set_error(c, "out of memory");
@@ -319,29 +538,45 @@ eh_connect(eh_client *c)
 	if (PQstatus(conn) != CONNECTION_OK)
 	{
 		set_error(c, "could not connect: %s", PQerrorMessage(conn));
+		connect_sqlstate(c, conn);
 		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
 		PQfinish(conn);
 		connection_lost(c);
 		return EH_ERR_CONNECTION;
 	}
 	c->conn = conn;
+	c->mode = LISTEN_OFF;
+
+	/* A first query: the connection works only if it answers. */
+	res = query(c, "SELECT pg_catalog.pg_is_in_recovery()", 0, NULL);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		set_result_error(c, res, "could not use the connection");
+		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
+		if (check_connection(c, res))
+			connection_lost(c);
+		PQclear(res);
+		return EH_ERR_CONNECTION;
+	}
+	in_recovery = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	c->backoff_ms = c->backoff_initial_ms;
+	c->error_backoff_ms = c->backoff_initial_ms;
 	if (c->ever_connected)
 	{
 		c->stats.reconnects++;
 		log_msg(c, EH_LOG_INFO, "reconnected");
 	}
 	c->ever_connected = 1;
-	c->backoff_ms = c->backoff_initial_ms;
-	start_listening(c);
-	if (!c->conn || PQstatus(c->conn) != CONNECTION_OK)
-	{
-		set_error(c, "connection lost while starting to listen");
-		connection_lost(c);
-		return EH_ERR_CONNECTION;
-	}
-	/* Catch up every subscription: a notification may have been missed. */
+
 	c->next_poll_at = 0;
 	c->next_heartbeat_at = 0;
+	choose_listening(c, in_recovery);
+	if (!c->conn)
+	{
+		set_error(c, "connection lost while starting to listen");
+		return EH_ERR_CONNECTION;
+	}
 	return EH_OK;
 }
 
@@ -470,6 +705,7 @@ check_state(eh_client *c)
 	const char *params[2];
 	PGresult   *res;
 	int			row = 0;
+	int			in_recovery;
 
 	schedule_poll(c);
 	if (!c->conn)
@@ -525,8 +761,10 @@ check_state(eh_client *c)
 		}
 		PQclear(res);
 		log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
+		retry_later(c);
 		return EH_ERR_SERVER;
 	}
+	c->error_backoff_ms = c->backoff_initial_ms;
 
 	for (eh_sub *s = c->subs; s && row < PQntuples(res); s = s->next, row++)
 	{
@@ -553,7 +791,15 @@ check_state(eh_client *c)
 		else if (head > s->cursor)
 			s->needs_fetch = 1;
 	}
+	in_recovery = PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 4), "t") == 0;
 	PQclear(res);
+
+	/* A standby that was promoted: notifications may work now. */
+	if (c->mode == LISTEN_OFF && c->no_listen == NO_LISTEN_STANDBY && !in_recovery && c->conn)
+	{
+		log_msg(c, EH_LOG_INFO, "the server is no longer a standby");
+		choose_listening(c, 0);
+	}
 	return EH_OK;
 }
 
@@ -609,7 +855,7 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 {
 	char		cursor_text[24];
 	char		batch_text[12];
-	const char *params[3];
+	const char *params[4];
 
 	snprintf(batch_text, sizeof(batch_text), "%d", c->batch_size);
 	while (s->needs_fetch && !c->stop)
@@ -626,18 +872,20 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 		params[0] = s->org;
 		params[1] = cursor_text;
 		params[2] = batch_text;
-		res = query(c, FETCH_SQL, 3, params);
+		params[3] = s->version;
+		res = query(c, FETCH_SQL, 4, params);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
 			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 			int			reason = 0;
+			int			alive;
 
 			if (state && strcmp(state, "EH001") == 0)
 				reason = EH_RESYNC_HISTORY_REMOVED;
 			else if (state && strcmp(state, "EH002") == 0)
 				reason = EH_RESYNC_CURSOR_AHEAD;
-			int			alive;
-
+			else if (state && strcmp(state, "EH003") == 0)
+				reason = EH_RESYNC_VERSION_MISMATCH;
 			set_result_error(c, res, "fetching events failed");
 			alive = check_connection(c, res);
 			PQclear(res);
@@ -645,18 +893,13 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 				return resync_to_head(c, s, (eh_resync_reason) reason);
 			if (!alive)
 				return EH_ERR_CONNECTION;
-			/* Not again at once: the next poll finds what is missing. */
+			/* Not again at once: the next poll, after a backoff, finds what is missing. */
 			log_msg(c, EH_LOG_ERROR, "%s", c->errmsg);
+			retry_later(c);
 			return EH_ERR_SERVER;
 		}
 
 		n = PQntuples(res);
-		if (n > 0 && s->version[0] && !PQgetisnull(res, 0, 11) &&
-			strcmp(PQgetvalue(res, 0, 11), s->version) != 0)
-		{
-			PQclear(res);
-			return resync_to_head(c, s, EH_RESYNC_VERSION_MISMATCH);
-		}
 		for (int i = 0; i < n; i++)
 		{
 			eh_event	ev;
@@ -706,6 +949,8 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 	return EH_OK;
 }
 
+#define HEARTBEAT_SQL "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)"
+
 /*
  * Reports this replica's progress with eventhub.heartbeat().  A refusal is
  * logged, not fatal: delivery goes on.
@@ -717,6 +962,7 @@ send_heartbeat(eh_client *c)
 	const char *params[4];
 	PGresult   *res;
 	int			first = 1;
+	int			timed_out = 0;
 
 	c->next_heartbeat_at = now_ms() + c->heartbeat_interval_ms;
 	sb_puts(&progress, "{");
@@ -757,21 +1003,46 @@ send_heartbeat(eh_client *c)
 	params[1] = progress.data;
 	params[2] = c->replica_labels;
 	params[3] = c->replica_version;
-	res = query(c, "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)", 4, params);
+	if (!c->heartbeat_conninfo)
+		res = query(c, HEARTBEAT_SQL, 4, params);
+	else
+	{
+		/* A separate connection, to the primary when reading from a standby. */
+		if (c->heartbeat_conn && PQstatus(c->heartbeat_conn) != CONNECTION_OK)
+		{
+			PQfinish(c->heartbeat_conn);
+			c->heartbeat_conn = NULL;
+		}
+		if (!c->heartbeat_conn)
+			c->heartbeat_conn = open_connection(c->heartbeat_conninfo, &timed_out);
+		res = c->heartbeat_conn && PQstatus(c->heartbeat_conn) == CONNECTION_OK ?
+			PQexecParams(c->heartbeat_conn, HEARTBEAT_SQL, 4, NULL, params, NULL, NULL, 0) : NULL;
+	}
 	free(progress.data);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		int			alive;
-
-		set_result_error(c, res, "heartbeat failed");
-		alive = check_connection(c, res);
-		PQclear(res);
-		if (!alive)
+		if (res || !c->heartbeat_conninfo)
+			set_result_error(c, res, "heartbeat failed");
+		else
+			set_error(c, "heartbeat failed: could not connect: %s",
+					  c->heartbeat_conn ? PQerrorMessage(c->heartbeat_conn) :
+					  timed_out ? "no answer" : "out of memory");
+		if (!c->heartbeat_conninfo && !check_connection(c, res))
+		{
+			PQclear(res);
 			return EH_ERR_CONNECTION;
-		log_msg(c, EH_LOG_WARNING, "%s", c->errmsg);
+		}
+		PQclear(res);
+		/* Once, not at every interval: delivery goes on regardless. */
+		if (!c->heartbeat_failing)
+			log_msg(c, EH_LOG_WARNING, "%s (logged once until a heartbeat succeeds)", c->errmsg);
+		c->heartbeat_failing = 1;
 		return EH_OK;
 	}
 	PQclear(res);
+	if (c->heartbeat_failing)
+		log_msg(c, EH_LOG_INFO, "heartbeats are recorded again");
+	c->heartbeat_failing = 0;
 	c->stats.heartbeats++;
 	return EH_OK;
 }
@@ -793,7 +1064,14 @@ drain_notifications(eh_client *c)
 		char		token[EH_TOKEN_LEN + 1];
 		char		version[EH_VERSION_ID_LEN + 1];
 
-		if (strcmp(n->relname, "eventhub") == 0)
+		/*
+		 * The probe's answer counts only if it came while the client was
+		 * idle: a transaction-pooling proxy delivers what arrives during a
+		 * query, never what arrives between them.
+		 */
+		if (c->mode == LISTEN_PROBING && strcmp(n->relname, c->probe_channel) == 0 && !c->in_query)
+			c->probe_received = 1;
+		else if (strcmp(n->relname, "eventhub") == 0)
 		{
 			c->stats.notifications++;
 			if (ehi_parse_payload(n->extra, token, version) == 0)
@@ -857,11 +1135,25 @@ eh_process(eh_client *c)
 	for (int round = 0; round < 100 && c->conn && !c->stop; round++)
 	{
 		drain_notifications(c);
+		if (c->mode == LISTEN_PROBING)
+		{
+			if (c->probe_received)
+				probe_answered(c);
+			else if (now_ms() >= c->probe_deadline)
+				stop_listening(c, NO_LISTEN_POOLED, NULL);
+			/* No query while the probe is out: one could take its answer in. */
+			if (c->mode == LISTEN_PROBING || !c->conn)
+				break;
+		}
+		if (now_ms() < c->paused_until)
+			break;
 		if (now_ms() >= c->next_poll_at)
 		{
 			rc = check_state(c);
 			if (rc == EH_ERR_MEMORY || rc == EH_ERR_SERVER)
 				return delivered ? delivered : rc;
+			if (c->mode == LISTEN_PROBING)
+				continue;
 		}
 		if (c->conn && c->replica_id && now_ms() >= c->next_heartbeat_at &&
 			send_heartbeat(c) == EH_ERR_MEMORY)
@@ -890,12 +1182,21 @@ eh_next_timeout_ms(const eh_client *c)
 
 	if (!c)
 		return 0;
-	if (c->conn && any_fetch_pending(c))
-		return 0;
 	now = now_ms();
-	at = c->conn ? c->next_poll_at : c->reconnect_at;
-	if (c->conn && c->replica_id && c->next_heartbeat_at < at)
-		at = c->next_heartbeat_at;
+	if (!c->conn)
+		at = c->reconnect_at;
+	else if (c->mode == LISTEN_PROBING)
+		at = c->probe_deadline;
+	else if (c->paused_until > now)
+		at = c->paused_until;
+	else
+	{
+		if (any_fetch_pending(c))
+			return 0;
+		at = c->next_poll_at;
+		if (c->replica_id && c->next_heartbeat_at < at)
+			at = c->next_heartbeat_at;
+	}
 	if (at <= now)
 		return 0;
 	return at - now > 3600000 ? 3600000 : (int) (at - now);
@@ -962,6 +1263,8 @@ eh_client_new(const char *conninfo)
 	c->backoff_initial_ms = DEFAULT_BACKOFF_INITIAL_MS;
 	c->backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
 	c->backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->error_backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->fallback_poll_interval_ms = DEFAULT_FALLBACK_POLL_INTERVAL_MS;
 	c->heartbeat_interval_ms = DEFAULT_HEARTBEAT_INTERVAL_MS;
 	c->rng = ((uint64_t) now_ms() << 20) ^ (uint64_t) getpid() ^ (uint64_t) (uintptr_t) c;
 	if (c->rng == 0)
@@ -974,20 +1277,21 @@ eh_client_free(eh_client *c)
 {
 	eh_sub	   *s;
 
+	PGconn	   *registry;
+
 	if (!c)
 		return;
-	if (c->conn)
+	/* An orderly close: the replica stops holding retention now. */
+	registry = c->heartbeat_conninfo ? c->heartbeat_conn : c->conn;
+	if (registry && c->replica_id && PQstatus(registry) == CONNECTION_OK)
 	{
-		/* An orderly close: the replica stops holding retention now. */
-		if (c->replica_id && PQstatus(c->conn) == CONNECTION_OK)
-		{
-			const char *params[1] = {c->replica_id};
+		const char *params[1] = {c->replica_id};
 
-			PQclear(PQexecParams(c->conn, "SELECT eventhub.deregister_replica($1)",
-								 1, NULL, params, NULL, NULL, 0));
-		}
-		PQfinish(c->conn);
+		PQclear(PQexecParams(registry, "SELECT eventhub.deregister_replica($1)",
+							 1, NULL, params, NULL, NULL, 0));
 	}
+	PQfinish(c->conn);
+	PQfinish(c->heartbeat_conn);
 	s = c->subs;
 	while (s)
 	{
@@ -1001,6 +1305,7 @@ eh_client_free(eh_client *c)
 	free(c->replica_id);
 	free(c->replica_labels);
 	free(c->replica_version);
+	free(c->heartbeat_conninfo);
 	free(c->conninfo);
 	free(c);
 }
@@ -1047,6 +1352,20 @@ eh_set_poll_interval(eh_client *c, int interval_ms)
 	}
 	c->poll_interval_ms = interval_ms;
 	schedule_poll(c);
+	return EH_OK;
+}
+
+int
+eh_set_fallback_poll_interval(eh_client *c, int interval_ms)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (interval_ms < 10)
+	{
+		set_error(c, "fallback poll interval must be at least 10 ms, not %d", interval_ms);
+		return EH_ERR_ARGUMENT;
+	}
+	c->fallback_poll_interval_ms = interval_ms;
 	return EH_OK;
 }
 
@@ -1135,6 +1454,19 @@ eh_set_replica(eh_client *c, const char *replica_id, const char *labels_json, co
 }
 
 int
+eh_set_heartbeat_conninfo(eh_client *c, const char *conninfo)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (c->conn)
+	{
+		set_error(c, "eh_set_heartbeat_conninfo must be called before connecting");
+		return EH_ERR_ARGUMENT;
+	}
+	return replace_string(c, &c->heartbeat_conninfo, conninfo);
+}
+
+int
 eh_set_heartbeat_interval(eh_client *c, int interval_ms)
 {
 	if (!c)
@@ -1185,11 +1517,40 @@ eh_ack(eh_client *c, const char *org, int64_t revision)
 	return EH_OK;
 }
 
+/*
+ * Whether str is a UUID in its canonical text form (either case); writes it
+ * in lower case, as the server prints it, to out.
+ */
+static int
+canonical_uuid(const char *str, char out[EH_VERSION_ID_LEN + 1])
+{
+	if (strlen(str) != EH_VERSION_ID_LEN)
+		return 0;
+	for (int i = 0; i < EH_VERSION_ID_LEN; i++)
+	{
+		char		ch = str[i];
+
+		if (i == 8 || i == 13 || i == 18 || i == 23)
+		{
+			if (ch != '-')
+				return 0;
+		}
+		else if (ch >= 'A' && ch <= 'F')
+			ch = (char) (ch - 'A' + 'a');
+		else if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+			return 0;
+		out[i] = ch;
+	}
+	out[EH_VERSION_ID_LEN] = '\0';
+	return 1;
+}
+
 int
-eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
+eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const char *after_version)
 {
 	eh_sub	   *s;
 	eh_sub	  **tail;
+	char		version[EH_VERSION_ID_LEN + 1] = "";
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
@@ -1208,6 +1569,13 @@ eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
 		set_error(c, "after_revision must be >= 0 or EH_FROM_HEAD, not %lld", (long long) after_revision);
 		return EH_ERR_ARGUMENT;
 	}
+	if (after_version && (after_revision == EH_FROM_HEAD || !canonical_uuid(after_version, version)))
+	{
+		set_error(c, after_revision == EH_FROM_HEAD ?
+				  "a version goes with a revision, not with EH_FROM_HEAD" :
+				  "after_version must be a UUID, not \"%s\"", after_version);
+		return EH_ERR_ARGUMENT;
+	}
 	if (find_sub(c, org))
 	{
 		set_error(c, "already subscribed to organization \"%s\"", org);
@@ -1221,6 +1589,7 @@ eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
 		return EH_ERR_MEMORY;
 	}
 	s->cursor = after_revision;
+	memcpy(s->version, version, sizeof(version));
 	s->acked = -1;
 	/* Subscriptions keep their order: the state query relies on it. */
 	for (tail = &c->subs; *tail; tail = &(*tail)->next)
@@ -1228,6 +1597,12 @@ eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
 	*tail = s;
 	c->next_poll_at = 0;
 	return EH_OK;
+}
+
+int
+eh_subscribe(eh_client *c, const char *org, int64_t after_revision)
+{
+	return eh_subscribe_at(c, org, after_revision, NULL);
 }
 
 int
@@ -1263,6 +1638,34 @@ eh_cursor(const eh_client *c, const char *org)
 	const eh_sub *s = (c && org) ? find_sub(c, org) : NULL;
 
 	return s ? s->cursor : -1;
+}
+
+const char *
+eh_cursor_version(const eh_client *c, const char *org)
+{
+	const eh_sub *s = (c && org) ? find_sub(c, org) : NULL;
+
+	return s && s->cursor >= 0 && s->version[0] ? s->version : NULL;
+}
+
+int
+eh_error_retryable(const eh_client *c)
+{
+	const char *state = c ? c->sqlstate : "";
+
+	/*
+	 * What a retry cannot fix: authorization (class 28), a database that does
+	 * not exist (3D000), a missing privilege (42501), a bad argument (class
+	 * 22) or an unsupported feature (0A).
+	 * Everything else (lock and statement timeouts, serialization failures,
+	 * the extension or a table missing while it is reinstalled, a server
+	 * shutting down) may pass.
+	 */
+	if (!state[0])
+		return 1;
+	return !(strncmp(state, "28", 2) == 0 || strcmp(state, "42501") == 0 ||
+			 strcmp(state, "3D000") == 0 ||
+			 strncmp(state, "22", 2) == 0 || strncmp(state, "0A", 2) == 0);
 }
 
 int
@@ -1346,7 +1749,7 @@ eh_is_connected(const eh_client *c)
 int
 eh_is_listening(const eh_client *c)
 {
-	return c && c->conn && c->listening;
+	return c && c->conn && c->mode == LISTEN_ON;
 }
 
 const char *

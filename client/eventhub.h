@@ -6,9 +6,12 @@
  * subscription: woken by LISTEN eventhub, and also polling
  * eventhub.organization_states every poll interval, so that a lost
  * notification, a connection where LISTEN cannot work or a dead network path
- * loses nothing.  It reconnects with backoff and catches up from its cursor,
- * and calls a resync callback when the database can no longer give it the
- * events it missed.
+ * loses nothing.  It finds out by itself whether notifications reach its
+ * connection (not on a hot standby, not behind a transaction-pooling proxy)
+ * and polls at a short fallback interval where they do not.  It reconnects
+ * with backoff and catches up from its cursor, a revision and its version
+ * id, and calls a resync callback when the database can no longer give it
+ * the events it missed or no longer has the history it applied.
  *
  * Conventions (libpq's):
  *  - eh_client is opaque; accessors take a const pointer.
@@ -74,7 +77,8 @@ typedef enum eh_resync_reason
 {
 	EH_RESYNC_HISTORY_REMOVED = 1,	/* retention removed events not yet delivered (SQLSTATE EH001) */
 	EH_RESYNC_CURSOR_AHEAD = 2, /* the server's head is below the cursor (EH002; failover, restore) */
-	EH_RESYNC_VERSION_MISMATCH = 3	/* the event at the cursor has another version_id: history rewritten */
+	EH_RESYNC_VERSION_MISMATCH = 3	/* the event at the cursor has another version_id: history
+									 * rewritten, a failover (EH003) */
 } eh_resync_reason;
 
 typedef enum eh_log_level
@@ -143,7 +147,14 @@ int			eh_set_log_callback(eh_client *client, eh_log_cb cb, void *arg);
  */
 int			eh_set_poll_interval(eh_client *client, int interval_ms);
 
-/* Whether to LISTEN (default 1).  With 0 the client only polls. */
+/*
+ * Poll interval in milliseconds while notifications cannot reach the
+ * connection (a hot standby, a transaction-pooling proxy, LISTEN failing;
+ * default 250, at least 10).  A poll interval set lower wins.
+ */
+int			eh_set_fallback_poll_interval(eh_client *client, int interval_ms);
+
+/* Whether to LISTEN (default 1).  With 0 the client only polls, every poll interval. */
 int			eh_set_listen(eh_client *client, int enabled);
 
 /* Most events fetched per query (default 1000, 1 to 100000). */
@@ -160,6 +171,18 @@ int			eh_set_reconnect_backoff(eh_client *client, int initial_ms, int max_ms);
  */
 int			eh_subscribe(eh_client *client, const char *organization_id, int64_t after_revision);
 
+/*
+ * The same from a stored cursor: the revision and the version_id of the last
+ * event applied (as the event or eh_cursor_version() gave them).  If this
+ * database's history at that revision has another version, a failover lost
+ * or rewrote what was applied: the resync callback is called
+ * (EH_RESYNC_VERSION_MISMATCH, or EH_RESYNC_CURSOR_AHEAD when the head is
+ * below the cursor) before anything is delivered.  after_version may be
+ * NULL (no check), never with EH_FROM_HEAD.
+ */
+int			eh_subscribe_at(eh_client *client, const char *organization_id, int64_t after_revision,
+							const char *after_version);
+
 /* Stops following an organization. */
 int			eh_unsubscribe(eh_client *client, const char *organization_id);
 
@@ -170,9 +193,18 @@ int			eh_unsubscribe(eh_client *client, const char *organization_id);
 int64_t		eh_cursor(const eh_client *client, const char *organization_id);
 
 /*
- * Connects now (blocking), LISTENs and catches up every subscription.
- * Returns EH_OK, or EH_ERR_CONNECTION after scheduling a retry; in both
- * cases keep calling eh_process()/eh_wait().
+ * The version_id at the cursor, to store with it; NULL if unknown.  Owned by
+ * the client, valid until the cursor moves or the subscription ends.
+ */
+const char *eh_cursor_version(const eh_client *client, const char *organization_id);
+
+/*
+ * Connects now (blocking) and starts finding out whether notifications
+ * reach the connection; eh_process() then LISTENs (or not) and catches up
+ * every subscription.  The connection counts as working, and the reconnect
+ * backoff starts over, only once it has answered a first query.  Returns
+ * EH_OK, or EH_ERR_CONNECTION after scheduling a retry; in both cases keep
+ * calling eh_process()/eh_wait().
  */
 int			eh_connect(eh_client *client);
 
@@ -231,6 +263,15 @@ int			eh_set_replica(eh_client *client, const char *replica_id, const char *labe
 int			eh_set_heartbeat_interval(eh_client *client, int interval_ms);
 
 /*
+ * Sends heartbeats (and the deregistration) over a separate connection,
+ * for a replica that reads from a hot standby, where heartbeat() cannot
+ * write: the primary's conninfo.  NULL: over the client's connection.  Call
+ * before connecting.  A heartbeat that fails is logged once, until one
+ * succeeds again.
+ */
+int			eh_set_heartbeat_conninfo(eh_client *client, const char *conninfo);
+
+/*
  * The hash of the configuration the application now serves for a
  * subscribed organization, sent with the next heartbeats (NULL clears it).
  */
@@ -256,10 +297,23 @@ const char *eh_error_message(const eh_client *client);
 /* The SQLSTATE of the last EH_ERR_SERVER failure, "" otherwise.  Same lifetime. */
 const char *eh_error_sqlstate(const eh_client *client);
 
+/*
+ * Whether the last failure may pass by itself, so that going on calling
+ * eh_process() is right (the client retries with backoff): 0 for a refused
+ * login, a missing privilege (42501), a bad argument (class 22); 1 for
+ * everything else (lock and statement timeouts, serialization failures, the
+ * extension reinstalled, a lost connection).
+ */
+int			eh_error_retryable(const eh_client *client);
+
 /* Whether the client is connected now. */
 int			eh_is_connected(const eh_client *client);
 
-/* Whether notifications are in use (0 after LISTEN failed or was disabled). */
+/*
+ * Whether notifications are in use: 0 while it finds out, and on a hot
+ * standby, behind a transaction-pooling proxy, after LISTEN failed or was
+ * disabled.
+ */
 int			eh_is_listening(const eh_client *client);
 
 /* The library's version, EVENTHUB_VERSION of the build. */

@@ -72,7 +72,9 @@ EventhubRetentionNow(EventhubRetention *r)
 /*
  * Deletes at most batch_size expired events, oldest first, and returns how
  * many it deleted.  An expired event stays while a live replica that
- * follows its organization has not applied it, unless it is older than
+ * follows its organization has not applied it, or has applied it last (so
+ * that the replica can still check, after a failover, that the event at its
+ * cursor has the version it applied), unless it is older than
  * eventhub.max_retention.  Each batch starts where the previous one of the
  * same cycle ended (r->resume_from), so that it does not walk again over the
  * index entries of the rows already deleted, which vacuum has not removed
@@ -100,7 +102,7 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 					 "   SELECT FROM eventhub.replica_progress p"
 					 "   JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id"
 					 "   WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id"
-					 "   AND p.applied_revision OPERATOR(pg_catalog.<) e.revision"
+					 "   AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision"
 					 "   AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))"
 					 "  ORDER BY e.processed_timestamp LIMIT $2"
 					 "  FOR UPDATE OF e SKIP LOCKED))"

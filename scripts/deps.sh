@@ -3,7 +3,7 @@
 # they are missing.  Needs root only when something is missing.
 set -euo pipefail
 
-packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind)
+packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer)
 
 missing=()
 for p in "${packages[@]}"; do

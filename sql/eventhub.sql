@@ -103,25 +103,30 @@ COMMENT ON FUNCTION eventhub.publish_event(text, text, text, text, text, jsonb, 
 -- Reading
 --
 
--- The consumer protocol: keep the revision of the last event applied per
--- organization (start at 0, or at organization_states.revision to skip
--- history), call events_since with it until it returns fewer than
--- max_events rows, and advance the cursor to the last row's revision.  On
--- SQLSTATE EH001 or EH002 reload the full state, then continue from
--- organization_states.revision.
+-- The consumer protocol: keep, per organization, the revision and the
+-- version id of the last event applied (the cursor; start at 0, or at
+-- organization_states.revision and version_id to skip history).  LISTEN
+-- eventhub first, then call events_since with the cursor until it returns
+-- fewer than max_events rows, advancing the cursor to the last row's
+-- revision and version_id.  On SQLSTATE EH001, EH002 or EH003 read the head
+-- (organization_states.revision and version_id), reload the full state, and
+-- continue from that head.
 CREATE FUNCTION eventhub.events_since(
     organization_id text,
     after_revision  bigint,
-    max_events      integer DEFAULT 1000)
+    max_events      integer DEFAULT 1000,
+    after_version   uuid DEFAULT NULL)
 RETURNS SETOF eventhub.events
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    head     bigint;
-    expected bigint;
-    returned integer := 0;
-    ev       eventhub.events;
+    head         bigint;
+    head_version uuid;
+    at_cursor    uuid;
+    expected     bigint;
+    returned     integer := 0;
+    ev           eventhub.events;
 BEGIN
     IF organization_id IS NULL THEN
         RAISE EXCEPTION 'organization_id must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -153,7 +158,7 @@ BEGIN
 
     -- The function is STABLE, so the head and the events below come from one
     -- snapshot: every revision up to head is either returned or was removed.
-    SELECT s.revision INTO head
+    SELECT s.revision, s.version_id INTO head, head_version
       FROM eventhub.organization_states s
      WHERE s.organization = events_since.organization_id;
     head := COALESCE(head, 0);
@@ -163,6 +168,25 @@ BEGIN
             USING ERRCODE = 'EH002',
                   DETAIL = pg_catalog.format('The head revision of organization "%s" is %s.', organization_id, head),
                   HINT = 'The database no longer has history this reader has seen, for example after a failover. Reload the full state and continue from the head revision.';
+    END IF;
+
+    -- The reader's cursor must be this database's history: the event at the
+    -- cursor, where it is kept, or else the head when the cursor is at it,
+    -- must have the version the reader applied.
+    IF after_version IS NOT NULL AND after_revision > 0 THEN
+        SELECT e.version_id INTO at_cursor
+          FROM eventhub.events e
+         WHERE e.organization_id = events_since.organization_id AND e.revision = after_revision;
+        IF at_cursor IS NULL AND after_revision = head THEN
+            at_cursor := head_version;
+        END IF;
+        IF at_cursor IS DISTINCT FROM after_version AND at_cursor IS NOT NULL THEN
+            RAISE EXCEPTION 'history of organization "%" diverged at revision %', organization_id, after_revision
+                USING ERRCODE = 'EH003',
+                      DETAIL = pg_catalog.format('Revision %s has version %s here; the reader applied version %s. The head revision is %s.',
+                                                 after_revision, at_cursor, after_version, head),
+                      HINT = 'The reader applied history this database does not have, for example before a failover to a standby that had not received it. Reload the full state and continue from the head revision.';
+        END IF;
     END IF;
 
     expected := after_revision + 1;
@@ -194,8 +218,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer) IS
-'Returns up to max_events events of an organization with revision > after_revision, in revision order. Raises SQLSTATE EH001 when events the caller has not seen were removed, and EH002 when after_revision is above the head revision: both mean "reload the full state".';
+COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) IS
+'Returns up to max_events events of an organization with revision > after_revision, in revision order. Raises SQLSTATE EH001 when events the caller has not seen were removed, EH002 when after_revision is above the head revision, and EH003 when the event at after_revision (or the head, at it) has another version than after_version: all three mean "reload the full state".';
 
 --
 -- Retention

@@ -33,6 +33,24 @@ SELECT * FROM eventhub.events_since('acme', 8);
 SELECT * FROM eventhub.events_since('nobody', 1);
 \echo :LAST_ERROR_SQLSTATE
 
+-- The cursor with its version: a reader that applied another history (a
+-- failover to a standby that had not received it) gets EH003, whether the
+-- head is above, at or (EH002) below its cursor.
+SELECT version_id AS v5 FROM eventhub.events WHERE organization_id = 'acme' AND revision = 5 \gset
+SELECT version_id AS v7 FROM eventhub.events WHERE organization_id = 'acme' AND revision = 7 \gset
+SELECT revision FROM eventhub.events_since('acme', 5, 10, :'v5');
+SELECT count(*) FROM eventhub.events_since('acme', 7, 10, :'v7');
+SELECT count(*) FROM eventhub.events_since('acme', 0, 10, gen_random_uuid());
+-- (terse: the details name random version ids)
+\set VERBOSITY terse
+SELECT * FROM eventhub.events_since('acme', 5, 10, :'v7');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.events_since('acme', 7, 10, :'v5');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+SELECT * FROM eventhub.events_since('acme', 8, 10, :'v7');
+\echo :LAST_ERROR_SQLSTATE
+
 -- Retention removed events the reader has not seen: EH001, never a gap.
 -- Revisions 1-3 are made old and cleaned up.
 SET eventhub.protect_tables = off;
@@ -67,6 +85,15 @@ SELECT eventhub.cleanup_events(now() + interval '1 hour');
 SELECT * FROM eventhub.events_since('acme', 6);
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM eventhub.events_since('acme', 7);
+-- With the event at the cursor removed, the head still tells a diverged
+-- cursor at it; a cursor below a removed event cannot be checked.
+SELECT count(*) FROM eventhub.events_since('acme', 7, 10, :'v7');
+\set VERBOSITY terse
+SELECT * FROM eventhub.events_since('acme', 7, 10, :'v5');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+SELECT * FROM eventhub.events_since('acme', 6, 10, :'v5');
+\echo :LAST_ERROR_SQLSTATE
 -- Retention never touches the head or version of an organization.
 SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
 -- Publishing continues from the head.

@@ -127,10 +127,13 @@ SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.events SET processed_timestamp = now() - interval '2 hours';
 RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
--- replica-b has applied acme up to 2 and replica-a globex up to 1: kept.
+-- replica-b has applied acme up to 2 and replica-a globex up to 1: those
+-- and the events after them are kept (the one applied last, so that a
+-- replica can check its cursor's version after a failover).
 SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
   FROM eventhub.events GROUP BY 1 ORDER BY 1;
--- replica-b turns stale: it no longer holds anything.
+-- replica-b turns stale: it no longer holds anything; replica-a still
+-- holds acme 5, the event it applied last.
 SET eventhub.protect_tables = off;  -- the fixture changes times directly
 UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 'replica-b';
 RESET eventhub.protect_tables;

@@ -13,7 +13,7 @@ GRANT EXECUTE ON FUNCTION
     eventhub.register_organization(text)
   TO regress_eh_publisher;
 GRANT SELECT ON eventhub.organization_states, eventhub.events TO regress_eh_reader;
-GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer) TO regress_eh_reader;
+GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) TO regress_eh_reader;
 
 SET ROLE regress_eh_publisher;
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-1', 'c-1', '{}');
@@ -148,7 +148,7 @@ GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_
 GRANT EXECUTE ON FUNCTION
     eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
     eventhub.register_organization(text),
-    eventhub.events_since(text, bigint, integer),
+    eventhub.events_since(text, bigint, integer, uuid),
     eventhub.notification_token(text),
     eventhub.heartbeat(text, jsonb, jsonb, text),
     eventhub.deregister_replica(text)

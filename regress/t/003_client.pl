@@ -160,6 +160,16 @@ sub finish_publisher
 # One publish; correlation ids are unique across the whole test.
 my $seq = 0;
 
+# The version id an organization had at revision REV, from its event or,
+# where that is removed, from its head.
+sub version_at
+{
+	my ($org, $rev) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT COALESCE((SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $rev),"
+		  . " (SELECT version_id FROM eventhub.organization_states WHERE organization = '$org' AND revision = $rev))");
+}
+
 sub publish_sql
 {
 	my ($org) = @_;
@@ -470,7 +480,8 @@ sub split_resync
 	my ($first) = watch_lines($w);
 	is_deeply(
 		$first,
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'history_removed', head_revision => 10 },
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'history_removed', head_revision => 10,
+		  head_version_id => version_at($org, 10) },
 		'resync: history_removed at head 10 is the first line');
 	# Published only once the watcher is at the head.
 	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 5));
@@ -488,7 +499,8 @@ sub split_resync
 	my ($first) = watch_lines($w);
 	is_deeply(
 		$first,
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'cursor_ahead', head_revision => 15 },
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'cursor_ahead', head_revision => 15,
+		  head_version_id => version_at($org, 15) },
 		'resync: --after 100 above head 15 gives cursor_ahead at 15');
 	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
 	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
@@ -529,7 +541,8 @@ sub split_resync
 	my @lines = watch_lines($w);
 	is_deeply(
 		$lines[4],
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4 },
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4,
+		  head_version_id => version_at($org, 4) },
 		'resync: version_mismatch at head 4 after the four original events');
 	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
 	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
@@ -563,7 +576,8 @@ SKIP:
 	my ($first) = watch_lines($w);
 	is_deeply(
 		$first,
-		{ resync => JSON::PP::true, organization_id => $org_b, reason => 'history_removed', head_revision => 3 },
+		{ resync => JSON::PP::true, organization_id => $org_b, reason => 'history_removed', head_revision => 3,
+		  head_version_id => version_at($org_b, 3) },
 		'valgrind: resync line for the removed history');
 
 	my $p = start_publisher();
@@ -641,7 +655,8 @@ SKIP:
 	my @lines = watch_lines($w);
 	is_deeply(
 		$lines[3],
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4 },
+		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4,
+		  head_version_id => version_at($org, 4) },
 		'race: a longer rewritten history is a version_mismatch resync, even when a notification wakes the watcher');
 	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
 	is(finish_watch($w), 0, 'race: the watcher goes on after the resync') or diag($w->{err});

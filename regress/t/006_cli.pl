@@ -99,8 +99,14 @@ like($err, qr/unknown command "frobnicate"/, 'and names it');
 ($rc, $out, $err) = cli('-d', 'host=/nonexistent-socket-dir', 'status');
 is($rc, 1, 'a failed connection exits 1');
 like($err, qr/could not connect/, 'and says so');
-($rc, $out, $err) = cli('-d', 'host=/nonexistent-socket-dir', 'watch', '--org', 'acme');
-is($rc, 1, 'watch exits 1 when its first connection fails');
+# watch retries a connection that fails (the server may be restarting), and
+# gives up only on what a retry cannot fix.
+($rc, $out, $err) = cli('-d', 'host=/nonexistent-socket-dir', 'watch', '--org', 'acme', '--timeout', '1');
+is($rc, 3, 'watch keeps retrying a server it cannot reach, until --timeout');
+like($err, qr/could not connect.*reconnecting in/s, 'and says so');
+($rc, $out, $err) = cli('-d', "$connstr user=regress_no_such_role", 'watch', '--org', 'acme', '--timeout', '20');
+is($rc, 1, 'watch exits 1 at once when the login is refused');
+like($err, qr/role "regress_no_such_role" does not exist/, 'and says why');
 ($rc, $out, $err) = cli('-d', $connstr, 'watch', '--org', 'acme', '--timeout', '0.5');
 is($rc, 3, 'watch exits 3 when --timeout passes first');
 like($err, qr/timeout after 0.5 s with 0 events/, 'and says so');

@@ -258,7 +258,7 @@ su(q{
 	GRANT EXECUTE ON FUNCTION
 	    eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
 	    eventhub.register_organization(text),
-	    eventhub.events_since(text, bigint, integer),
+	    eventhub.events_since(text, bigint, integer, uuid),
 	    eventhub.notification_token(text),
 	    eventhub.heartbeat(text, jsonb, jsonb, text),
 	    eventhub.deregister_replica(text)

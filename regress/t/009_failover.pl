@@ -1,0 +1,225 @@
+# 009_failover.pl: delivery with a streaming standby, read from and then
+# promoted after the primary died.
+#
+#   1. Readers on the hot standby: one that sends its heartbeats to the
+#      primary gets every event once, appears in replica_status there, and
+#      holds retention like any other replica; one without says once that
+#      its heartbeats fail, not at every interval.
+#   2. Failover: the standby stops receiving; the primary publishes more,
+#      which consumers apply; the primary dies; the standby is promoted and
+#      publishes different events, ending above, at, or below the cursor
+#      the consumers stored (and above a kept-running consumer's).  A
+#      consumer restarted with its stored cursor and version (plain SQL,
+#      and `eventhub watch --after --after-version`, which is the library's
+#      eh_subscribe_at) detects the rewrite in every case, and so does one
+#      that kept running; a watcher that connected to the standby in recovery
+#      starts listening once it is promoted.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
+my $json = JSON::PP->new;
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', qq{
+eventhub.maintenance_interval = '100ms'
+eventhub.retention = '1s'
+eventhub.replica_ttl = '1min'
+});
+$primary->start;
+$primary->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+$primary->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'b', has_streaming => 1);
+$standby->start;
+
+sub publish
+{
+	my ($node, $org, $n, $tag) = @_;
+	$node->safe_psql('postgres',
+		"SELECT count(eventhub.publish_event('$org', 'API', 'UPDATE', 'e', '$tag-' || i, '{}'))"
+		  . " FROM generate_series(1, $n) i");
+}
+
+# Starts `eventhub watch` with ARGS; returns a handle with its output.
+sub watch
+{
+	my (@args) = @_;
+	my $w = { out => '', err => '' };
+	$w->{h} = IPC::Run::start([ $cli, @args ], '>', \$w->{out}, '2>', \$w->{err});
+	return $w;
+}
+
+sub lines
+{
+	my ($w) = @_;
+	# complete lines only: the last may still be being written
+	return map { $json->decode($_) } $w->{out} =~ /^(\{.*)\n/mg;
+}
+
+# Waits until watcher W printed at least N lines.
+sub wait_lines
+{
+	my ($w, $n, $label) = @_;
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (scalar(lines($w)) < $n && time() < $deadline && $w->{h}->pumpable)
+	{
+		$w->{h}->pump_nb;
+		select(undef, undef, undef, 0.05);
+	}
+	is(scalar(lines($w)) >= $n ? $n : scalar(lines($w)), $n, "$label: $n lines") or diag($w->{err});
+}
+
+sub revisions
+{
+	my ($org, @lines) = @_;
+	return join ',', map { $_->{revision} } grep { ($_->{organization_id} // '') eq $org && !$_->{resync} } @lines;
+}
+
+#
+# 1. Readers on the hot standby.
+#
+my $reader = watch('-d', $standby->connstr('postgres'), 'watch', '--org', 'reader-org', '--after', '0',
+	'--replica-id', 'r1', '--heartbeat-conninfo', $primary->connstr('postgres'),
+	'--heartbeat-interval', '200', '--timeout', '120');
+my $silent = watch('-d', $standby->connstr('postgres'), 'watch', '--org', 'reader-org', '--after', '0',
+	'--replica-id', 'r2', '--heartbeat-interval', '200', '--timeout', '120');
+publish($primary, 'reader-org', 20, 'rd');
+wait_lines($reader, 20, 'standby reader');
+wait_lines($silent, 20, 'standby reader without a heartbeat connection');
+is(revisions('reader-org', lines($reader)), join(',', 1 .. 20), 'standby reader: every event once, in order');
+$primary->poll_query_until('postgres',
+	"SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'")
+  or die "r1 did not report its progress to the primary";
+pass('standby reader: it appears in replica_status on the primary, at revision 20');
+is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r2'"),
+	'0', 'standby reader without a heartbeat connection: not registered (the standby is read-only)');
+
+# r1 stops (its heartbeats too, but it stays live for replica_ttl): events
+# it has not applied, and the one it applied last, stay past retention.
+kill 'STOP', $reader->{h}{KIDS}[0]{PID};
+publish($primary, 'reader-org', 10, 'rd2');
+publish($primary, 'marker', 1, 'mk');
+$primary->poll_query_until('postgres', "SELECT count(*) = 0 FROM eventhub.events WHERE organization_id = 'marker'")
+  or die "retention did not run";
+is( $primary->safe_psql('postgres',
+		"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'reader-org'"),
+	join(',', 20 .. 30), 'standby reader: retention keeps what r1 has not applied, and its cursor\'s event');
+kill 'CONT', $reader->{h}{KIDS}[0]{PID};
+wait_lines($reader, 30, 'standby reader, resumed');
+is(revisions('reader-org', lines($reader)), join(',', 1 .. 30), 'standby reader: caught up once, in order');
+$reader->{h}->signal('TERM');
+$silent->{h}->signal('TERM');
+$reader->{h}->finish;
+$silent->{h}->finish;
+my @failed = $silent->{err} =~ /heartbeat failed/g;
+is(scalar(@failed), 1, 'standby reader without a heartbeat connection: the failure is logged once')
+  or diag($silent->{err});
+my @standby_said = $reader->{err} =~ /the server is a standby/g;
+is(scalar(@standby_said), 1, 'standby reader: says once that LISTEN is not available');
+unlike($reader->{err}, qr/heartbeat failed/, 'standby reader: its heartbeats never failed');
+is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r1'"),
+	'0', 'standby reader: deregistered on the primary when it exits');
+
+#
+# 2. Failover.
+#
+my @orgs = qw(above equal below longer);
+publish($primary, $_, 50, "old-$_") for @orgs;
+$primary->wait_for_catchup($standby);
+$standby->stop;
+publish($primary, $_, 50, "lost-$_") for @orgs;
+
+# A consumer that keeps running through the failover, connected to whichever
+# server accepts writes.
+my $multi = sprintf('host=%s,%s port=%s,%s dbname=postgres target_session_attrs=read-write',
+	$primary->host, $standby->host, $primary->port, $standby->port);
+my $kept = watch('-d', $multi, 'watch', (map { ('--org', $_) } @orgs), '--after', '0',
+	'--count', 404, '--timeout', '120');
+wait_lines($kept, 400, 'kept-running consumer');
+# Stopped through the failover, so that it sees the new histories whole
+# when it reconnects.
+kill 'STOP', $kept->{h}{KIDS}[0]{PID};
+
+# The cursor consumers store: revision 80 and its version, as the consumer
+# printed it.
+my %v80 = map { ($_->{organization_id} => $_->{version_id}) } grep { $_->{revision} == 80 } lines($kept);
+is(scalar(keys %v80), 4, 'the stored cursors: revision 80 of each organization, with its version');
+
+$primary->stop('immediate');
+$standby->start;
+# A watcher that connects to the standby while it is one.
+my $promoted = watch('-d', $standby->connstr('postgres'), 'watch', '--org', 'above', '--after', '0',
+	'--count', 90, '--fallback-poll-interval', '200', '--timeout', '120');
+wait_lines($promoted, 50, 'watcher on the standby in recovery');
+$standby->promote;
+my %new_head = (above => 90, equal => 80, below => 60, longer => 120);
+publish($standby, $_, $new_head{$_} - 50, "new-$_") for @orgs;
+kill 'CONT', $kept->{h}{KIDS}[0]{PID};
+
+# Plain SQL, from the stored cursor.
+my %sql_state;
+for my $org (@orgs)
+{
+	my ($ret, $out, $err) = $standby->psql('postgres',
+		"\\set VERBOSITY sqlstate\nSELECT count(*) FROM eventhub.events_since('$org', 80, 1000, '$v80{$org}')");
+	($sql_state{$org}) = $err =~ /ERROR:\s+(\w+)/;
+}
+is_deeply(\%sql_state, { above => 'EH003', equal => 'EH003', below => 'EH002', longer => 'EH003' },
+	'SQL: events_since with the stored cursor and version detects every rewrite');
+
+# The CLI (the library's eh_subscribe_at), from the stored cursor.
+my %restarted = map {
+	($_ => watch('-d', $standby->connstr('postgres'), 'watch', '--org', $_, '--after', '80',
+			'--after-version', $v80{$_}, '--count', '1', '--timeout', '60'))
+} @orgs;
+wait_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
+# One more event each: the restarted consumers deliver it after the new head.
+publish($standby, $_, 1, "after-$_") for @orgs;
+my %expected_reason = (above => 'version_mismatch', equal => 'version_mismatch', below => 'cursor_ahead',
+	longer => 'version_mismatch');
+for my $org (@orgs)
+{
+	my $w = $restarted{$org};
+	$w->{h}->finish;
+	is($w->{h}->result(0), 0, "restarted $org: exits after its event") or diag($w->{err});
+	my @l = lines($w);
+	my $head_version = $standby->safe_psql('postgres',
+		"SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $new_head{$org}");
+	is_deeply(
+		[ map { $_->{resync} ? "resync $_->{reason} $_->{head_revision} $_->{head_version_id}" : "event $_->{revision}" } @l ],
+		[ "resync $expected_reason{$org} $new_head{$org} $head_version", 'event ' . ($new_head{$org} + 1) ],
+		"restarted $org: a resync to the new head (with its version to store), then what follows");
+}
+
+# The consumer that kept running: reconnected to the promoted standby.
+$kept->{h}->finish;
+is($kept->{h}->result(0), 0, 'kept-running consumer: exits after its 404 events') or diag($kept->{err});
+my @k = lines($kept);
+my %kept_resync = map { ($_->{organization_id} => "$_->{reason} $_->{head_revision}") } grep { $_->{resync} } @k;
+is_deeply(\%kept_resync,
+	{ above => 'cursor_ahead 90', equal => 'cursor_ahead 80', below => 'cursor_ahead 60', longer => 'version_mismatch 120' },
+	'kept-running consumer: every organization resynced, the longer new history included');
+for my $org (@orgs)
+{
+	is(revisions($org, @k), join(',', 1 .. 100, $new_head{$org} + 1),
+		"kept-running consumer: $org delivered 1-100 from the old primary, then $org/" . ($new_head{$org} + 1));
+}
+
+# The watcher that started on the standby listens now.
+$promoted->{h}->finish;
+is($promoted->{h}->result(0), 0, 'promoted: the watcher exits after its 90 events') or diag($promoted->{err});
+is(revisions('above', lines($promoted)), join(',', 1 .. 90), 'promoted: every event of the new history once, in order');
+like($promoted->{err}, qr/the server is a standby.*the server is no longer a standby.*notifications arrive again: listening/s,
+	'promoted: it noticed the promotion and listens');
+
+$standby->stop;
+done_testing();

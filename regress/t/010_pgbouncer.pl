@@ -1,0 +1,185 @@
+# 010_pgbouncer.pl: the client behind a real pgbouncer (Debian's package),
+# started by the test on 127.0.0.1.
+#
+#   - transaction pooling: the watcher finds out that notifications cannot
+#     reach it and does not LISTEN, so that no eventhub notification reaches
+#     another client of the pool (a neighbour that publishes through the same
+#     pool hears nothing, and pgbouncer logs no stray notification); it
+#     delivers every event once, in order, within a second with the
+#     defaults;
+#   - session pooling: notifications work, and the watcher uses them;
+#   - with the server down, the reconnect backoff grows although pgbouncer
+#     accepts every login (its query_wait_timeout is set to a second, so
+#     that a query waiting for a server fails quickly): the backoff starts
+#     over only once a connection has answered a query.
+
+use strict;
+use warnings;
+
+use IO::Socket::INET;
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use Time::Local qw(timegm);
+
+my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
+my $pgbouncer = -x '/usr/sbin/pgbouncer' ? '/usr/sbin/pgbouncer' : 'pgbouncer';
+my $json = JSON::PP->new;
+
+my $node = PostgreSQL::Test::Cluster->new('pooled');
+$node->init;
+$node->append_conf('postgresql.conf', "log_statement = 'none'\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $user = $node->safe_psql('postgres', 'SELECT current_user');
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $via_pool = "host=127.0.0.1 port=$port dbname=postgres user=$user";
+my $bouncer;
+
+# Starts pgbouncer in pool mode MODE (in the foreground, as a child).
+sub start_pgbouncer
+{
+	my ($mode) = @_;
+	open my $fh, '>', "$dir/pgbouncer.ini" or die;
+	print $fh "[databases]\n"
+	  . "postgres = host=" . $node->host . " port=" . $node->port . " dbname=postgres\n"
+	  . "[pgbouncer]\n"
+	  . "listen_addr = 127.0.0.1\nlisten_port = $port\nunix_socket_dir =\n"
+	  . "auth_type = trust\nauth_file = $dir/users.txt\n"
+	  . "pool_mode = $mode\ndefault_pool_size = 4\nmax_client_conn = 100\n"
+	  . "server_login_retry = 1\nquery_wait_timeout = 1\n"
+	  . "logfile = $dir/pgbouncer.log\npidfile = $dir/pgbouncer.pid\n";
+	close $fh;
+	open $fh, '>', "$dir/users.txt" or die;
+	print $fh "\"$user\" \"\"\n";
+	close $fh;
+	unlink "$dir/pgbouncer.log";
+	$bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ], '>', '/dev/null', '2>', "$dir/pgbouncer.err");
+	# Ready once it accepts connections.
+	for (1 .. 100)
+	{
+		return if IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port);
+		usleep(100_000);
+	}
+	die "pgbouncer did not start: " . slurp_file("$dir/pgbouncer.err");
+}
+
+sub stop_pgbouncer
+{
+	$bouncer->signal('INT');
+	$bouncer->finish;
+}
+
+sub watch
+{
+	my (@args) = @_;
+	my $w = { out => '', err => '' };
+	$w->{h} = IPC::Run::start([ $cli, '-d', $via_pool, 'watch', @args ], '>', \$w->{out}, '2>', \$w->{err});
+	return $w;
+}
+
+# Pumps watcher W until its stderr matches PATTERN.
+sub wait_stderr
+{
+	my ($w, $pattern) = @_;
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while ($w->{err} !~ $pattern && time() < $deadline && $w->{h}->pumpable)
+	{
+		$w->{h}->pump_nb;
+		usleep(20_000);
+	}
+	return $w->{err} =~ $pattern;
+}
+
+sub epoch_of
+{
+	my ($iso) = @_;
+	my ($y, $mo, $d, $h, $mi, $s, $frac) = $iso =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z$/ or die $iso;
+	return timegm($s, $mi, $h, $d, $mo - 1, $y) + ($frac // 0);
+}
+
+#
+# Transaction pooling.
+#
+start_pgbouncer('transaction');
+my $w = watch('--org', 'acme', '--after', '0', '--count', '100', '--timeout', '120');
+ok(wait_stderr($w, qr/notifications do not reach this connection/),
+	'transaction pooling: the watcher finds out that notifications cannot reach it');
+
+# A neighbour publishes through the same pool, one transaction per event,
+# and prints whatever notification reaches it.
+my $script = join('', map { "SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'e', 'tx-$_', '{}');\nSELECT pg_sleep(0.02);\n" } 1 .. 100);
+my ($n_out, $n_err) = ('', '');
+my $neighbour = IPC::Run::start([ 'psql', '-X', '-d', $via_pool, '-f', '-' ], '<', \$script, '>', \$n_out, '2>', \$n_err);
+my %arrived;
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+while ($w->{h}->pumpable && time() < $deadline)
+{
+	$w->{h}->pump_nb;
+	$neighbour->pump_nb if $neighbour->pumpable;
+	my $now = time();
+	for my $line ($w->{out} =~ /^(\{.*)\n/mg)
+	{
+		my $ev = $json->decode($line);
+		$arrived{ $ev->{revision} } //= [ $now, epoch_of($ev->{processed_timestamp}) ];
+	}
+	usleep(2_000);
+}
+$neighbour->finish;
+$w->{h}->finish;
+is($w->{h}->result(0), 0, 'transaction pooling: the watcher exits after 100 events') or diag($w->{err});
+my @revs = map { $json->decode($_)->{revision} } $w->{out} =~ /^(\{.*)\n/mg;
+is_deeply(\@revs, [ 1 .. 100 ], 'transaction pooling: every event once, in order');
+my @lat = sort { $a <=> $b } map { 1000 * ($_->[0] - $_->[1]) } values %arrived;
+my $p99 = $lat[ int(0.99 * $#lat) ];
+note(sprintf('transaction pooling: publish-to-print latency p50 %.0f ms, p99 %.0f ms', $lat[ int(0.5 * $#lat) ], $p99));
+cmp_ok($p99, '<', 1000, 'transaction pooling: p99 latency under a second with the defaults');
+unlike($n_out, qr/Asynchronous notification "eventhub"/, 'transaction pooling: no eventhub notification reached the neighbour');
+# The probe's one notification may go astray (that is how the watcher finds
+# out); a LISTEN eventhub on a pooled connection would send a hundred.
+my @stray = slurp_file("$dir/pgbouncer.log") =~ /got packet 'A' from server when not linked/g;
+cmp_ok(scalar(@stray), '<=', 1, 'transaction pooling: pgbouncer saw no stray eventhub notification');
+my @said = $w->{err} =~ /notifications do not reach this connection/g;
+is(scalar(@said), 1, 'transaction pooling: said once');
+stop_pgbouncer();
+
+#
+# Session pooling: notifications work.
+#
+start_pgbouncer('session');
+my $s = watch('--org', 'acme', '--count', '20', '--timeout', '60', '--poll-interval', '600000',
+	'--fallback-poll-interval', '600000');
+# The head first (EH_FROM_HEAD), then the probe's answer and LISTEN.
+usleep(1_500_000);
+$node->safe_psql('postgres',
+	"SELECT count(eventhub.publish_event('acme', 'API', 'UPDATE', 'e', NULL, '{}')) FROM generate_series(1, 20)");
+$s->{h}->finish;
+is($s->{h}->result(0), 0, 'session pooling: 20 events arrive without a single poll (notifications)')
+  or diag($s->{err});
+@revs = map { $json->decode($_)->{revision} } $s->{out} =~ /^(\{.*)\n/mg;
+is_deeply(\@revs, [ 101 .. 120 ], 'session pooling: once, in order');
+unlike($s->{err}, qr/do not reach/, 'session pooling: it listens');
+stop_pgbouncer();
+
+#
+# The server down behind the pooler: the backoff grows.
+#
+# pgbouncer has served a login before (it keeps the server's parameters and
+# accepts logins without a server from then on); then the server goes.
+start_pgbouncer('transaction');
+is(`psql -XAtq -d '$via_pool' -c 'SELECT 1'`, "1\n", 'pgbouncer served a login');
+$node->stop;
+my $down = watch('--org', 'acme', '--timeout', '12');
+$down->{h}->finish;
+my @waits = $down->{err} =~ /reconnecting in (\d+) ms/g;
+note('reconnect waits: ' . join(', ', @waits));
+cmp_ok(scalar(@waits), '<=', 12, 'server down: a handful of reconnects in 12 s, not a hundred');
+cmp_ok((sort { $b <=> $a } @waits)[0], '>=', 1000, 'server down: the wait grows past a second');
+stop_pgbouncer();
+
+done_testing();
