@@ -13,6 +13,7 @@ OBJS = \
 	extension/guard.o \
 	extension/notify.o \
 	extension/publish.o \
+	extension/read.o \
 	extension/replicas.o \
 	extension/retention.o \
 	extension/worker.o

@@ -1052,7 +1052,8 @@ send_heartbeat(eh_client *c)
  * A notification names an organization by its token and the version it
  * moved to: one the subscription is already at needs no fetch.  An unknown
  * token is another organization's, unless a subscription still waits for
- * its token, which the next poll brings.
+ * its token, which the next poll brings.  The zero token says that
+ * announcements were lost (the server's queue was full): poll now.
  */
 static void
 drain_notifications(eh_client *c)
@@ -1078,7 +1079,10 @@ drain_notifications(eh_client *c)
 			{
 				eh_sub	   *s = find_sub_by_token(c, token);
 
-				if (s && s->cursor < 0)
+				/* The zero token: announcements were lost; look at everything. */
+				if (strspn(token, "0") == EH_TOKEN_LEN)
+					c->next_poll_at = 0;
+				else if (s && s->cursor < 0)
 					c->next_poll_at = 0;
 				else if (s && strcmp(version, s->version) != 0)
 					s->needs_fetch = 1;

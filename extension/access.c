@@ -307,7 +307,7 @@ GrantArgs(FunctionCallInfo fcinfo, Datum *values)
  * Runs one write on organization_grants and returns the number of rows.
  */
 static uint64
-WriteGrants(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes, Datum *values)
+WriteGrants(EventhubPlan *plan, const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
 	int			saved = EventhubBeginWrite();
 	uint64		processed = 0;
@@ -345,7 +345,7 @@ WriteGrants(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes, Datum *
 Datum
 grant_organization(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[5] = {REGROLEOID, TEXTOID, TEXTOID, BOOLOID, REGROLEOID};
 	Datum		values[5];
 
@@ -369,7 +369,7 @@ grant_organization(PG_FUNCTION_ARGS)
 Datum
 revoke_organization(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[4] = {REGROLEOID, TEXTOID, TEXTOID, BOOLOID};
 	Datum		values[4];
 

@@ -161,7 +161,10 @@ _PG_init(void)
 	DefineSettings();
 
 	if (process_shared_preload_libraries_in_progress)
-		EventhubRegisterWorker();
+	{
+		EventhubNotifyShmemInit();
+		EventhubRegisterWorkers();
+	}
 }
 
 /*
@@ -207,15 +210,22 @@ EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 }
 
 /*
- * Returns the cached plan for a query, preparing and keeping it on first use.
+ * Returns the cached plan for a query, preparing and keeping it on first use
+ * and again every EVENTHUB_REPLAN_EVERY uses (PostgreSQL replans a kept plan
+ * only when a table's definition or statistics change, not when it grows).
  * The caller has connected to SPI.  Every name in the query must be
  * schema-qualified, operators included: the plan is prepared under whatever
- * search_path the first caller had.
+ * search_path the caller has.
  */
 SPIPlanPtr
-EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
+EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
 {
-	if (*cache == NULL)
+	if (cache->plan != NULL && ++cache->uses >= EVENTHUB_REPLAN_EVERY)
+	{
+		SPI_freeplan(cache->plan);
+		cache->plan = NULL;
+	}
+	if (cache->plan == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(query, nargs, argtypes);
 
@@ -224,7 +234,8 @@ EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes)
 				 query, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "could not keep eventhub query plan");
-		*cache = plan;
+		cache->plan = plan;
+		cache->uses = 0;
 	}
-	return *cache;
+	return cache->plan;
 }

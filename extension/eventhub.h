@@ -42,7 +42,20 @@ extern void _PG_init(void);
 extern Oid	EventhubRelid(const char *relname);
 extern Datum EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 									 int maxbytes);
-extern SPIPlanPtr EventhubKeptPlan(SPIPlanPtr *cache, const char *query, int nargs, Oid *argtypes);
+/*
+ * A query plan kept for the backend's life, prepared on first use, and
+ * prepared again every EVENTHUB_REPLAN_EVERY uses: a plan chosen while a
+ * table was small (a sequential scan) does not outlive the table's growth.
+ */
+typedef struct EventhubPlan
+{
+	SPIPlanPtr	plan;
+	uint32		uses;
+} EventhubPlan;
+
+#define EVENTHUB_REPLAN_EVERY 1000
+
+extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 
 /*
  * guard.c: only eventhub's own functions write its tables.  A C function
@@ -68,6 +81,8 @@ extern void EventhubCheckOrgPrivilege(Datum org, EventhubPrivilege priv);
 /* notify.c: notification tokens and the commit-time NOTIFY */
 extern void EventhubNotificationToken(const char *org, int orglen, char *out);
 extern void EventhubRecordPublished(Datum org, const pg_uuid_t *version);
+extern void EventhubNotifyShmemInit(void);
+extern PGDLLEXPORT void eventhub_notifier_main(Datum main_arg);
 
 /* retention.c */
 typedef struct EventhubRetention
@@ -83,7 +98,8 @@ extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size);
 extern int64 EventhubRemoveStaleReplicas(void);
 
 /* worker.c */
-extern void EventhubRegisterWorker(void);
+extern void EventhubRegisterWorkers(void);
+extern void EventhubPinSettings(void);
 extern PGDLLEXPORT void eventhub_worker_main(Datum main_arg);
 
 #endif							/* EVENTHUB_H */

@@ -15,13 +15,30 @@
  * transaction, a random UUID that tells a reader whether it has already
  * applied that state.  Neither the id nor a revision travels.
  *
- * Notifications are coalesced per transaction: publish_event records the
- * organizations it moved, and a pre-commit callback sends one NOTIFY per
- * organization, naming its last version, whatever the number of events.
- * NOTIFY is transactional, so listeners hear of a transaction only once it
- * commits, and never of a rolled-back one or of a rolled-back savepoint.
- * Notifications are only wake-ups: readers fetch by cursor, so a lost,
- * forged or repeated notification loses or repeats nothing.
+ * publish_event records the organizations its transaction moved.  How they
+ * are announced depends on the server:
+ *
+ *  - With the library preloaded, the notifier background worker sends them.
+ *    Once the commit is visible (a commit callback: never for an aborted
+ *    transaction) the publisher puts each organization's token and last
+ *    version into a lock-free queue in shared memory and sets the worker's
+ *    latch; the worker takes everything queued, keeps the last version of
+ *    each organization, and sends one NOTIFY per organization in one short
+ *    transaction of its own.  No publisher takes the lock that NOTIFY takes
+ *    at commit (PreCommit_Notify's, on the whole cluster's notification
+ *    queue), and a burst of commits costs one lock acquisition and one
+ *    signal per listener, not one each.  A full queue drops the entry and
+ *    the worker then sends a notification with the zero token, which tells
+ *    clients to poll: a lost wake-up costs latency, never an event.
+ *  - Otherwise (not preloaded, no notifier for this database yet, or
+ *    publishing in another database than eventhub.database) a pre-commit
+ *    callback sends the NOTIFYs in the publishing transaction, one per
+ *    organization whatever the number of events.
+ *
+ * Either way NOTIFY is transactional: listeners hear of a transaction only
+ * once it commits, and never of a rolled-back one or of a rolled-back
+ * savepoint.  Notifications are only wake-ups: readers fetch by cursor, so a
+ * lost, forged or repeated notification loses or repeats nothing.
  *
  * A transaction prepared for two-phase commit sends no notification
  * (PostgreSQL cannot prepare one that did); readers learn of its events by
@@ -46,8 +63,19 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "pgstat.h"
 #include "port.h"
+#include "port/atomics.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -59,6 +87,52 @@
 
 PG_FUNCTION_INFO_V1(notification_token);
 PG_FUNCTION_INFO_V1(rotate_notification_key);
+PG_FUNCTION_INFO_V1(notification_mode);
+
+#define TOKEN_BYTES (EVENTHUB_TOKEN_HEX_LEN / 2)
+
+/* Entries the shared queue holds; a power of two. */
+#define QUEUE_SLOTS 65536
+
+/* The most entries the notifier takes into one transaction. */
+#define NOTIFIER_BATCH 8192
+
+/*
+ * How long the notifier, once woken, lets publishers' commits gather before
+ * it sends: under load, one notification transaction per millisecond
+ * announces every commit of that millisecond.
+ */
+#define NOTIFIER_GATHER_MS 1
+
+/*
+ * One queued announcement.  A bounded multi-producer queue without locks
+ * (Dmitry Vyukov's): a slot is free for position p when its seq is p, and
+ * holds the entry of position p when its seq is p + 1.
+ */
+typedef struct NotifySlot
+{
+	pg_atomic_uint64 seq;
+	Oid			dbid;
+	uint8		token[TOKEN_BYTES];
+	pg_uuid_t	version;
+} NotifySlot;
+
+typedef struct NotifyQueue
+{
+	pg_atomic_uint64 head;		/* next position a publisher takes */
+	pg_atomic_uint64 tail;		/* next position the notifier reads */
+	pg_atomic_uint64 dropped;	/* entries not queued: the queue was full */
+	pg_atomic_uint32 notifier_procno;	/* INVALID_PGPROCNO: no notifier */
+	pg_atomic_uint32 notifier_dbid;
+	NotifySlot	slots[QUEUE_SLOTS];
+} NotifyQueue;
+
+/* In shared memory when the library is preloaded; NULL otherwise. */
+static NotifyQueue *queue = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
 
 /* Bytes of a new notification key. */
 #define KEY_BYTES 32
@@ -88,7 +162,7 @@ typedef struct PublishedLevel
 typedef struct PublishedOrg
 {
 	char		organization[EVENTHUB_MAX_ID_BYTES + 1];	/* hash key */
-	char		token[EVENTHUB_TOKEN_HEX_LEN + 1];
+	uint8		token[TOKEN_BYTES];
 	int			depth;
 	int			capacity;
 	PublishedLevel *levels;
@@ -97,6 +171,7 @@ typedef struct PublishedOrg
 /* In TopTransactionContext; NULL when the transaction published nothing. */
 static HTAB *published = NULL;
 static List *published_order = NIL;	/* PublishedOrg *, first publish first */
+static bool hand_to_notifier = false;	/* decided at pre-commit */
 
 static void
 KeyInvalidate(Datum arg, Oid relid)
@@ -163,11 +238,11 @@ EnsureKey(void)
 }
 
 /*
- * Writes the notification token of organization org (orglen bytes) to out,
- * EVENTHUB_TOKEN_HEX_LEN hex digits and a NUL.
+ * Writes the notification token of organization org (orglen bytes) to out:
+ * the first TOKEN_BYTES bytes of HMAC-SHA-256 of the id under the key.
  */
-void
-EventhubNotificationToken(const char *org, int orglen, char *out)
+static void
+TokenBytes(const char *org, int orglen, uint8 *out)
 {
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	pg_hmac_ctx *ctx;
@@ -192,13 +267,107 @@ EventhubNotificationToken(const char *org, int orglen, char *out)
 		elog(ERROR, "eventhub: could not compute a notification token: %s", reason);
 	}
 	pg_hmac_free(ctx);
-	hex_encode((const char *) digest, EVENTHUB_TOKEN_HEX_LEN / 2, out);
+	memcpy(out, digest, TOKEN_BYTES);
+}
+
+/*
+ * Writes the notification token of organization org (orglen bytes) to out,
+ * EVENTHUB_TOKEN_HEX_LEN hex digits and a NUL.
+ */
+void
+EventhubNotificationToken(const char *org, int orglen, char *out)
+{
+	uint8		bytes[TOKEN_BYTES];
+
+	TokenBytes(org, orglen, bytes);
+	hex_encode((const char *) bytes, TOKEN_BYTES, out);
 	out[EVENTHUB_TOKEN_HEX_LEN] = '\0';
+}
+
+/* The payload of one notification. */
+static void
+FormatPayload(StringInfo buf, const uint8 *token, const pg_uuid_t *version)
+{
+	char		hex[EVENTHUB_TOKEN_HEX_LEN + 1];
+
+	hex_encode((const char *) token, TOKEN_BYTES, hex);
+	hex[EVENTHUB_TOKEN_HEX_LEN] = '\0';
+	resetStringInfo(buf);
+	appendStringInfo(buf, "{\"notification_token\": \"%s\", \"version_id\": \"%s\"}",
+					 hex, DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(version))));
+}
+
+/*
+ * Whether the notifier background worker announces what this backend's
+ * database publishes.
+ */
+static bool
+NotifierServes(void)
+{
+	return queue != NULL &&
+		pg_atomic_read_u32(&queue->notifier_procno) != INVALID_PGPROCNO &&
+		pg_atomic_read_u32(&queue->notifier_dbid) == MyDatabaseId;
+}
+
+/*
+ * Puts one announcement into the queue; false when it is full.  Never
+ * waits and never fails otherwise: it runs after the commit.
+ */
+static bool
+QueuePush(const uint8 *token, const pg_uuid_t *version)
+{
+	uint64		pos = pg_atomic_read_u64(&queue->head);
+
+	for (;;)
+	{
+		NotifySlot *slot = &queue->slots[pos % QUEUE_SLOTS];
+		uint64		seq = pg_atomic_read_u64(&slot->seq);
+
+		if (seq == pos)
+		{
+			if (pg_atomic_compare_exchange_u64(&queue->head, &pos, pos + 1))
+			{
+				slot->dbid = MyDatabaseId;
+				memcpy(slot->token, token, TOKEN_BYTES);
+				slot->version = *version;
+				pg_write_barrier();
+				pg_atomic_write_u64(&slot->seq, pos + 1);
+				return true;
+			}
+			/* pos now holds the current head: try again there */
+		}
+		else if (seq < pos)
+			return false;		/* the slot still holds an unread entry */
+		else
+			pos = pg_atomic_read_u64(&queue->head);
+	}
+}
+
+/*
+ * Hands the committed transaction's organizations to the notifier and
+ * wakes it.
+ */
+static void
+QueuePublished(void)
+{
+	ListCell   *lc;
+	uint32		procno;
+
+	foreach(lc, published_order)
+	{
+		PublishedOrg *p = (PublishedOrg *) lfirst(lc);
+
+		if (p->depth > 0 && !QueuePush(p->token, &p->levels[p->depth - 1].version))
+			pg_atomic_fetch_add_u64(&queue->dropped, 1);
+	}
+	procno = pg_atomic_read_u32(&queue->notifier_procno);
+	if (procno != INVALID_PGPROCNO)
+		SetLatch(&GetPGProcByNumber(procno)->procLatch);
 }
 
 /*
  * Sends one NOTIFY per organization the committing transaction published
- * to, naming its last version.
+ * to, naming its last version, in the transaction itself.
  */
 static void
 SendPublished(void)
@@ -213,11 +382,7 @@ SendPublished(void)
 
 		if (p->depth == 0)
 			continue;
-		resetStringInfo(&payload);
-		appendStringInfo(&payload, "{\"notification_token\": \"%s\", \"version_id\": \"%s\"}",
-						 p->token,
-						 DatumGetCString(DirectFunctionCall1(uuid_out,
-															 UUIDPGetDatum(&p->levels[p->depth - 1].version))));
+		FormatPayload(&payload, p->token, &p->levels[p->depth - 1].version);
 		Async_Notify(EVENTHUB_CHANNEL, payload.data);
 	}
 	pfree(payload.data);
@@ -226,14 +391,31 @@ SendPublished(void)
 static void
 NotifyXactCallback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_PRE_COMMIT && published != NULL)
-		SendPublished();
-	if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE &&
-		event != XACT_EVENT_PARALLEL_PRE_COMMIT)
+	switch (event)
 	{
-		/* The memory goes with TopTransactionContext. */
-		published = NULL;
-		published_order = NIL;
+		case XACT_EVENT_PRE_COMMIT:
+			if (published != NULL)
+			{
+				hand_to_notifier = NotifierServes();
+				if (!hand_to_notifier)
+					SendPublished();
+			}
+			break;
+		case XACT_EVENT_COMMIT:
+			if (published != NULL && hand_to_notifier)
+				QueuePublished();
+			/* FALLTHROUGH */
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/* The memory goes with TopTransactionContext. */
+			published = NULL;
+			published_order = NIL;
+			hand_to_notifier = false;
+			break;
+		default:
+			break;
 	}
 }
 
@@ -306,7 +488,7 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 
-		EventhubNotificationToken(id, strlen(id), p->token);
+		TokenBytes(id, strlen(id), p->token);
 		p->depth = 0;
 		p->capacity = 2;
 		p->levels = palloc(sizeof(PublishedLevel) * p->capacity);
@@ -359,8 +541,8 @@ notification_token(PG_FUNCTION_ARGS)
 Datum
 rotate_notification_key(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr delete_plan = NULL;
-	static SPIPlanPtr insert_plan = NULL;
+	static EventhubPlan delete_plan;
+	static EventhubPlan insert_plan;
 	Oid			argtypes[1] = {BYTEAOID};
 	bytea	   *newkey = palloc(VARHDRSZ + KEY_BYTES);
 	Datum		value;
@@ -392,4 +574,226 @@ rotate_notification_key(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	PG_RETURN_VOID();
+}
+
+/*
+ * notification_mode() -> text
+ *
+ * 'worker' when the notifier background worker announces what this
+ * database publishes, 'transaction' when each publishing transaction sends
+ * its own notifications.
+ */
+Datum
+notification_mode(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(NotifierServes() ? "worker" : "transaction"));
+}
+
+#if PG_VERSION_NUM >= 150000
+static void
+NotifyShmemRequest(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(sizeof(NotifyQueue));
+}
+#endif
+
+static void
+NotifyShmemStartup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	queue = ShmemInitStruct("eventhub notification queue", sizeof(NotifyQueue), &found);
+	if (!found)
+	{
+		pg_atomic_init_u64(&queue->head, 0);
+		pg_atomic_init_u64(&queue->tail, 0);
+		pg_atomic_init_u64(&queue->dropped, 0);
+		pg_atomic_init_u32(&queue->notifier_procno, INVALID_PGPROCNO);
+		pg_atomic_init_u32(&queue->notifier_dbid, InvalidOid);
+		for (uint64 i = 0; i < QUEUE_SLOTS; i++)
+			pg_atomic_init_u64(&queue->slots[i].seq, i);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Asks for the queue's shared memory; called from _PG_init while
+ * shared_preload_libraries is processed.
+ */
+void
+EventhubNotifyShmemInit(void)
+{
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = NotifyShmemRequest;
+#else
+	RequestAddinShmemSpace(sizeof(NotifyQueue));
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = NotifyShmemStartup;
+}
+
+/* The notifier leaves: publishers notify by themselves again. */
+static void
+NotifierDetach(int code, Datum arg)
+{
+	pg_atomic_write_u32(&queue->notifier_procno, INVALID_PGPROCNO);
+}
+
+/* A coalesced announcement: an organization's token and last version. */
+typedef struct PendingNotify
+{
+	uint8		token[TOKEN_BYTES];	/* hash key */
+	pg_uuid_t	version;
+	int			order;
+} PendingNotify;
+
+static int
+PendingOrder(const void *a, const void *b)
+{
+	const PendingNotify *const *x = a;
+	const PendingNotify *const *y = b;
+
+	return (*x)->order - (*y)->order;
+}
+
+/*
+ * Takes up to NOTIFIER_BATCH queued announcements, keeps each
+ * organization's last version, and sends them in one transaction.  Returns
+ * whether it took a full batch (more may wait).
+ */
+static bool
+SendQueued(MemoryContext cxt, uint64 *dropped_seen)
+{
+	uint64		tail = pg_atomic_read_u64(&queue->tail);
+	uint64		dropped = pg_atomic_read_u64(&queue->dropped);
+	HASHCTL		ctl;
+	HTAB	   *pending;
+	PendingNotify **order;
+	int			n = 0;
+	int			taken = 0;
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	StringInfoData payload;
+
+	ctl.keysize = TOKEN_BYTES;
+	ctl.entrysize = sizeof(PendingNotify);
+	ctl.hcxt = cxt;
+	pending = hash_create("eventhub pending notifications", 256, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	order = palloc(sizeof(PendingNotify *) * NOTIFIER_BATCH);
+	for (; taken < NOTIFIER_BATCH; taken++)
+	{
+		NotifySlot *slot = &queue->slots[tail % QUEUE_SLOTS];
+		PendingNotify *p;
+		bool		found;
+
+		if (pg_atomic_read_u64(&slot->seq) != tail + 1)
+			break;				/* empty, or still being written */
+		pg_read_barrier();
+		if (slot->dbid == MyDatabaseId)
+		{
+			p = hash_search(pending, slot->token, HASH_ENTER, &found);
+			if (!found)
+			{
+				p->order = n;
+				order[n++] = p;
+			}
+			p->version = slot->version;
+		}
+		pg_atomic_write_u64(&slot->seq, tail + QUEUE_SLOTS);
+		tail++;
+	}
+	pg_atomic_write_u64(&queue->tail, tail);
+
+	if (n > 0 || dropped != *dropped_seen)
+	{
+		/* Announcements lost to a full queue: everyone polls now. */
+		static const uint8 zero_token[TOKEN_BYTES] = {0};
+		static const pg_uuid_t zero_version = {{0}};
+
+		initStringInfo(&payload);
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		pgstat_report_activity(STATE_RUNNING, "eventhub: sending notifications");
+		if (dropped != *dropped_seen)
+		{
+			ereport(LOG,
+					(errmsg("eventhub notification queue was full: " UINT64_FORMAT " announcements were dropped",
+							dropped - *dropped_seen),
+					 errdetail("Clients were told to poll instead.")));
+			FormatPayload(&payload, zero_token, &zero_version);
+			Async_Notify(EVENTHUB_CHANNEL, payload.data);
+		}
+		qsort(order, n, sizeof(PendingNotify *), PendingOrder);
+		for (int i = 0; i < n; i++)
+		{
+			FormatPayload(&payload, order[i]->token, &order[i]->version);
+			Async_Notify(EVENTHUB_CHANNEL, payload.data);
+		}
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		*dropped_seen = dropped;
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cxt);
+	return taken == NOTIFIER_BATCH;
+}
+
+/*
+ * The notifier background worker's main function: waits on its latch and
+ * sends what publishers queued.
+ */
+void
+eventhub_notifier_main(Datum main_arg)
+{
+	MemoryContext cxt;
+	uint64		dropped_seen;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(eventhub_database, NULL, 0);
+	EventhubPinSettings();
+	/* Its transactions write no data: nothing to wait for at commit. */
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	pgstat_report_appname("eventhub notifier");
+	if (queue == NULL)
+		elog(ERROR, "eventhub: the notification queue is not in shared memory");
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "eventhub notifier", ALLOCSET_DEFAULT_SIZES);
+	dropped_seen = pg_atomic_read_u64(&queue->dropped);
+	before_shmem_exit(NotifierDetach, (Datum) 0);
+	pg_atomic_write_u32(&queue->notifier_dbid, MyDatabaseId);
+	pg_write_barrier();
+	pg_atomic_write_u32(&queue->notifier_procno, MyProc->pgprocno);
+	ereport(LOG,
+			(errmsg("eventhub notifier started for database \"%s\"", eventhub_database)));
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (SendQueued(cxt, &dropped_seen))
+			continue;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		/*
+		 * Let the commits of the next millisecond gather.  Not waiting on the
+		 * latch meanwhile also spares publishers the signal: setting a latch
+		 * nobody sleeps on costs no system call.
+		 */
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 NOTIFIER_GATHER_MS, PG_WAIT_EXTENSION);
+	}
 }

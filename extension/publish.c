@@ -44,14 +44,50 @@ PG_FUNCTION_INFO_V1(register_organization);
 StaticAssertDecl(sizeof(uuid_t) == UUID_LEN, "libuuid and PostgreSQL disagree on the size of a UUID");
 
 /* Plans kept for the life of the backend, prepared on first use. */
-static SPIPlanPtr advance_plan;
-static SPIPlanPtr create_org_plan;
-static SPIPlanPtr insert_org_plan;
-static SPIPlanPtr select_org_plan;
-static SPIPlanPtr find_correlation_plan;
-static SPIPlanPtr insert_event_plan;
-static SPIPlanPtr insert_event_once_plan;
-static SPIPlanPtr restore_plan;
+static EventhubPlan lean_plan;
+static EventhubPlan lean_once_plan;
+static EventhubPlan advance_plan;
+static EventhubPlan create_org_plan;
+static EventhubPlan insert_org_plan;
+static EventhubPlan select_org_plan;
+static EventhubPlan find_correlation_plan;
+static EventhubPlan insert_event_plan;
+static EventhubPlan insert_event_once_plan;
+static EventhubPlan restore_plan;
+
+/*
+ * The common case in one statement (one executor start): advance an
+ * existing organization's head and insert the event at the new revision.
+ * Parameters: $1 organization, $2 version, $3 originated, $4 event_type,
+ * $5 action, $6 entity, $7 correlation, $8 data.
+ */
+#define ADVANCE_CTE(condition) \
+	"adv AS (" \
+	" UPDATE eventhub.organization_states s" \
+	" SET revision = s.revision OPERATOR(pg_catalog.+) 1, version_id = $2," \
+	" updated_at = pg_catalog.clock_timestamp()" \
+	" WHERE s.organization OPERATOR(pg_catalog.=) $1" condition \
+	" RETURNING s.revision, s.updated_at)"
+#define INSERT_FROM_ADV \
+	"INSERT INTO eventhub.events" \
+	" (organization_id, revision, version_id, processed_timestamp," \
+	" originated_timestamp, event_type, action, entity_id," \
+	" correlation_id, event_data)" \
+	" SELECT $1, adv.revision, $2, adv.updated_at, $3, $4, $5, $6, $7, $8 FROM adv"
+
+/*
+ * With a correlation id given, the same statement first looks the id up in
+ * the organization: a replay advances nothing; and an id a concurrent
+ * publisher committed meanwhile makes the insert do nothing.
+ */
+#define PRIOR_CTE \
+	"prior AS (" \
+	" SELECT e.revision," \
+	" e.event_type OPERATOR(pg_catalog.=) $4 AND e.action OPERATOR(pg_catalog.=) $5" \
+	" AND e.entity_id OPERATOR(pg_catalog.=) $6 AND e.event_data OPERATOR(pg_catalog.=) $8 AS same" \
+	" FROM eventhub.events e" \
+	" WHERE e.organization_id OPERATOR(pg_catalog.=) $1" \
+	" AND e.correlation_id OPERATOR(pg_catalog.=) $7)"
 
 #define INSERT_EVENT_SQL \
 	"INSERT INTO eventhub.events" \
@@ -144,8 +180,9 @@ InsertOrganization(Datum org, pg_uuid_t *version)
 }
 
 /*
- * Moves an organization's head to the next revision with a new version id,
- * registering the organization if it is new, and returns the new revision;
+ * Registers a new organization at revision 1 with a new version id or, when
+ * a concurrent first publish registered it meanwhile, moves its head to the
+ * next revision; returns the revision;
  * *processed gets the server clock at which it was assigned (read after the
  * row lock was obtained, so that it follows revision order).  The row lock
  * is held until the transaction ends.
@@ -183,19 +220,19 @@ AdvanceOrganization(Datum org, pg_uuid_t *version, TimestampTz *processed)
 
 		CHECK_FOR_INTERRUPTS();
 
-		ret = SPI_execute_plan(advance, values, NULL, false, 1);
-		if (ret != SPI_OK_UPDATE_RETURNING)
-			elog(ERROR, "eventhub: advancing an organization failed: %s",
+		/*
+		 * A concurrent first publish makes the insert wait for its
+		 * transaction; if that one committed, advance its row.
+		 */
+		ret = SPI_execute_plan(create, values, NULL, false, 1);
+		if (ret != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "eventhub: registering an organization failed: %s",
 				 SPI_result_code_string(ret));
 		if (SPI_processed == 0)
 		{
-			/*
-			 * A new organization.  A concurrent first publish makes this wait
-			 * for its transaction; if that one committed, advance its row.
-			 */
-			ret = SPI_execute_plan(create, values, NULL, false, 1);
-			if (ret != SPI_OK_INSERT_RETURNING)
-				elog(ERROR, "eventhub: registering an organization failed: %s",
+			ret = SPI_execute_plan(advance, values, NULL, false, 1);
+			if (ret != SPI_OK_UPDATE_RETURNING)
+				elog(ERROR, "eventhub: advancing an organization failed: %s",
 					 SPI_result_code_string(ret));
 		}
 		if (SPI_processed == 1)
@@ -248,6 +285,22 @@ RestoreOrganization(Datum org, int64 revision)
 }
 
 /*
+ * Raises the error for a correlation id that the organization's event at
+ * revision already has, with other content.
+ */
+static void
+CorrelationConflict(const PublishArgs *a, int64 revision)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("correlation id \"%s\" is already used by a different event",
+					TextDatumGetCString(a->correlation)),
+			 errdetail("Revision " INT64_FORMAT " of organization \"%s\" has this correlation id with a different event type, action, entity id or event data.",
+					   revision, TextDatumGetCString(a->org)),
+			 errhint("Use a new correlation id for a new change; repeat the original event unchanged to get its revision back.")));
+}
+
+/*
  * Looks up the organization's event with a correlation id.  Returns false
  * when there is none.  When there is one with the same content, returns true
  * and its revision in *revision; when its content differs, raises
@@ -256,82 +309,48 @@ RestoreOrganization(Datum org, int64 revision)
 static bool
 FindCorrelation(const PublishArgs *a, int64 *revision)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
-	Datum		values[6];
-	SPIPlanPtr	plan;
-	HeapTuple	tuple;
-	TupleDesc	tupdesc;
+	Oid			argtypes[8] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[8] = {a->org, (Datum) 0, (Datum) 0, a->event_type, a->action, a->entity,
+	a->correlation, a->data};
+	char		nulls[8] = {' ', 'n', 'n', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 	int			ret;
 
-	plan = EventhubKeptPlan(&find_correlation_plan,
-					"SELECT revision,"
-					" event_type OPERATOR(pg_catalog.=) $3"
-					" AND action OPERATOR(pg_catalog.=) $4"
-					" AND entity_id OPERATOR(pg_catalog.=) $5"
-					" AND event_data OPERATOR(pg_catalog.=) $6"
-					" FROM eventhub.events"
-					" WHERE organization_id OPERATOR(pg_catalog.=) $2"
-					" AND correlation_id OPERATOR(pg_catalog.=) $1",
-					6, argtypes);
-
-	values[0] = a->correlation;
-	values[1] = a->org;
-	values[2] = a->event_type;
-	values[3] = a->action;
-	values[4] = a->entity;
-	values[5] = a->data;
-	ret = SPI_execute_plan(plan, values, NULL, false, 1);
+	ret = SPI_execute_plan(EventhubKeptPlan(&find_correlation_plan,
+											"WITH " PRIOR_CTE " SELECT revision, same FROM prior",
+											8, argtypes),
+						   values, nulls, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: looking up a correlation id failed: %s",
 			 SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		return false;
-
-	tuple = SPI_tuptable->vals[0];
-	tupdesc = SPI_tuptable->tupdesc;
-	*revision = DatumGetInt64(SPI_getbinval(tuple, tupdesc, 1, &isnull));
-	if (DatumGetBool(SPI_getbinval(tuple, tupdesc, 2, &isnull)))
-		return true;
-
-	ereport(ERROR,
-			(errcode(ERRCODE_UNIQUE_VIOLATION),
-			 errmsg("correlation id \"%s\" is already used by a different event",
-					TextDatumGetCString(a->correlation)),
-			 errdetail("Revision " INT64_FORMAT " of organization \"%s\" has this correlation id with a different event type, action, entity id or event data.",
-					   *revision, TextDatumGetCString(a->org)),
-			 errhint("Use a new correlation id for a new change; repeat the original event unchanged to get its revision back.")));
-	pg_unreachable();
+	*revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		CorrelationConflict(a, *revision);
+	return true;
 }
 
 /*
- * Appends the event and returns its revision, or returns the original
- * revision of a replayed correlation id.  The caller has connected to SPI
- * and allowed writes.
+ * The slow path: the organization is new (or was deleted concurrently).
+ * Registers it at revision 1, or advances it if a concurrent first publish
+ * registered it, and inserts the event.  Returns the revision; with
+ * *replayed, the original revision of an event a concurrent publisher
+ * committed with the same correlation id.
  */
 static int64
-Publish(const PublishArgs *a)
+PublishFirst(const PublishArgs *a, pg_uuid_t *version, bool *replayed)
 {
 	Oid			argtypes[10] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
 	Datum		values[10];
-	pg_uuid_t	version;
 	TimestampTz processed;
 	int64		revision;
 	int64		original;
 	SPIPlanPtr	plan;
 	int			ret;
 
-	/* A replay of a committed event: its revision, and nothing changes. */
-	if (a->correlation_given && FindCorrelation(a, &revision))
-		return revision;
-
-	revision = AdvanceOrganization(a->org, &version, &processed);
-
-	/*
-	 * A generated correlation id cannot be taken; a given one may have been
-	 * committed by a concurrent publisher since the lookup above.
-	 */
+	revision = AdvanceOrganization(a->org, version, &processed);
 	if (a->correlation_given)
 		plan = EventhubKeptPlan(&insert_event_once_plan,
 								INSERT_EVENT_SQL " ON CONFLICT (organization_id, correlation_id) DO NOTHING",
@@ -340,7 +359,7 @@ Publish(const PublishArgs *a)
 		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 10, argtypes);
 	values[0] = a->org;
 	values[1] = Int64GetDatum(revision);
-	values[2] = UUIDPGetDatum(&version);
+	values[2] = UUIDPGetDatum(version);
 	values[3] = TimestampTzGetDatum(processed);
 	values[4] = TimestampTzGetDatum(a->originated);
 	values[5] = a->event_type;
@@ -352,17 +371,109 @@ Publish(const PublishArgs *a)
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "eventhub: inserting an event failed: %s",
 			 SPI_result_code_string(ret));
+	*replayed = false;
 	if (SPI_processed == 1)
+		return revision;
+	*replayed = true;
+	if (FindCorrelation(a, &original) && RestoreOrganization(a->org, revision - 1))
+		return original;
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not publish with correlation id \"%s\" due to a concurrent publish",
+					TextDatumGetCString(a->correlation)),
+			 errhint("Retry the transaction.")));
+	pg_unreachable();
+}
+
+/*
+ * Appends the event and returns its revision, or returns the original
+ * revision of a replayed correlation id.  The caller has connected to SPI
+ * and allowed writes.
+ */
+static int64
+Publish(const PublishArgs *a)
+{
+	Oid			argtypes[8] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[8];
+	pg_uuid_t	version;
+	int64		revision;
+	int64		original;
+	bool		isnull;
+	bool		replayed;
+	HeapTuple	row;
+	TupleDesc	desc;
+	int			ret;
+
+	NewUuid(&version);
+	values[0] = a->org;
+	values[1] = UUIDPGetDatum(&version);
+	values[2] = TimestampTzGetDatum(a->originated);
+	values[3] = a->event_type;
+	values[4] = a->action;
+	values[5] = a->entity;
+	values[6] = a->correlation;
+	values[7] = a->data;
+
+	if (!a->correlation_given)
 	{
+		/* A generated correlation id is new: advance and insert. */
+		ret = SPI_execute_plan(EventhubKeptPlan(&lean_plan,
+												"WITH " ADVANCE_CTE("") " " INSERT_FROM_ADV " RETURNING revision",
+												8, argtypes),
+							   values, NULL, false, 0);
+		if (ret != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 1)
+			revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		else
+			revision = PublishFirst(a, &version, &replayed);
 		EventhubRecordPublished(a->org, &version);
 		return revision;
 	}
 
+	ret = SPI_execute_plan(EventhubKeptPlan(&lean_once_plan,
+											"WITH " PRIOR_CTE ", " ADVANCE_CTE(" AND NOT EXISTS (SELECT FROM prior)") ","
+											" ins AS (" INSERT_FROM_ADV
+											"  ON CONFLICT (organization_id, correlation_id) DO NOTHING RETURNING revision)"
+											" SELECT (SELECT revision FROM prior), (SELECT same FROM prior),"
+											" (SELECT revision FROM adv), (SELECT revision FROM ins)",
+											8, argtypes),
+						   values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+
+	/* A replay of a committed event: its revision, and nothing changed. */
+	revision = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	if (!isnull)
+	{
+		if (!DatumGetBool(SPI_getbinval(row, desc, 2, &isnull)))
+			CorrelationConflict(a, revision);
+		return revision;
+	}
+	/* Inserted. */
+	revision = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
+	if (!isnull)
+	{
+		EventhubRecordPublished(a->org, &version);
+		return revision;
+	}
+	revision = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
+	if (isnull)
+	{
+		/* A new organization. */
+		revision = PublishFirst(a, &version, &replayed);
+		if (!replayed)
+			EventhubRecordPublished(a->org, &version);
+		return revision;
+	}
+
 	/*
-	 * A concurrent publisher of this organization committed the correlation
-	 * id before our UPDATE could lock the row.  With different content
-	 * FindCorrelation raises unique_violation.  With the same content, give
-	 * the revision back and return the original one.
+	 * Advanced, but a concurrent publisher of this organization committed the
+	 * correlation id after this statement's snapshot was taken.  With
+	 * different content FindCorrelation raises unique_violation.  With the
+	 * same content, give the revision back and return the original one.
 	 */
 	if (FindCorrelation(a, &original) && RestoreOrganization(a->org, revision - 1))
 		return original;

@@ -266,9 +266,9 @@ static void
 RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 				bool version_null, ProgressEntry *entries, int n)
 {
-	static SPIPlanPtr head_plan = NULL;
-	static SPIPlanPtr replica_plan = NULL;
-	static SPIPlanPtr progress_plan = NULL;
+	static EventhubPlan head_plan;
+	static EventhubPlan replica_plan;
+	static EventhubPlan progress_plan;
 	Oid			head_types[2] = {TEXTARRAYOID, INT8ARRAYOID};
 	Oid			replica_types[4] = {TEXTOID, JSONBOID, TEXTOID, REGROLEOID};
 	Oid			progress_types[5] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, UUIDARRAYOID, TEXTARRAYOID};
@@ -426,7 +426,7 @@ heartbeat(PG_FUNCTION_ARGS)
 static bool
 DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		replica_id;
 	volatile bool found = false;

@@ -85,14 +85,14 @@ EventhubRetentionNow(EventhubRetention *r)
 int64
 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[5] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[5];
 	int64		deleted;
 	bool		isnull;
 	int			ret;
 
-	EventhubKeptPlan(&plan,
+	SPIPlanPtr	kept = EventhubKeptPlan(&plan,
 					 "WITH gone AS ("
 					 " DELETE FROM eventhub.events WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 					 "  SELECT e.ctid FROM eventhub.events e"
@@ -115,7 +115,7 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 	values[2] = TimestampTzGetDatum(r->forced_before);
 	values[3] = TimestampTzGetDatum(r->live_since);
 	values[4] = TimestampTzGetDatum(r->resume_from);
-	ret = ExecuteWrite(plan, values);
+	ret = ExecuteWrite(kept, values);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
@@ -134,17 +134,17 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 int64
 EventhubRemoveStaleReplicas(void)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
 	int			ret;
 
-	EventhubKeptPlan(&plan,
+	SPIPlanPtr	kept = EventhubKeptPlan(&plan,
 					 "DELETE FROM eventhub.replicas WHERE last_heartbeat OPERATOR(pg_catalog.<) $1",
 					 1, argtypes);
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
-	ret = ExecuteWrite(plan, values);
+	ret = ExecuteWrite(kept, values);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
@@ -186,7 +186,7 @@ run_maintenance(PG_FUNCTION_ARGS)
  * Runs a DELETE on eventhub.events and returns the number of rows deleted.
  */
 static int64
-DeleteEvents(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datum *values)
+DeleteEvents(EventhubPlan *cache, const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
 	int			ret;
 	int64		deleted;
@@ -211,7 +211,7 @@ DeleteEvents(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes, Datum
 Datum
 cleanup_events_before(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
 
@@ -236,7 +236,7 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 Datum
 cleanup_events_range(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
+	static EventhubPlan plan;
 	Oid			argtypes[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[3];
 

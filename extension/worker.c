@@ -67,25 +67,37 @@ static int	nstalled = 0;
 static MemoryContext stalled_cxt = NULL;
 
 /*
- * Registers the static background worker.  Called from _PG_init while
- * shared_preload_libraries is processed.
+ * Registers one static background worker.
  */
-void
-EventhubRegisterWorker(void)
+static void
+RegisterWorker(const char *function, const char *name, const char *type, int restart_seconds)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = WORKER_RESTART_SECONDS;
+	worker.bgw_restart_time = restart_seconds;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eventhub");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "eventhub_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "eventhub maintenance worker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, WORKER_TYPE);
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
 	worker.bgw_main_arg = (Datum) 0;
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * Registers the maintenance worker and the notifier (notify.c).  Called
+ * from _PG_init while shared_preload_libraries is processed.  The notifier
+ * comes back after a second: until it does, publishers notify by themselves.
+ */
+void
+EventhubRegisterWorkers(void)
+{
+	RegisterWorker("eventhub_worker_main", "eventhub maintenance worker", WORKER_TYPE,
+				   WORKER_RESTART_SECONDS);
+	RegisterWorker("eventhub_notifier_main", "eventhub notifier", "eventhub notifier", 1);
 }
 
 /*
@@ -122,8 +134,8 @@ EndWork(void)
  * set any of these for the worker's session with ALTER DATABASE ... SET; an
  * override source takes precedence over all of them.
  */
-static void
-PinSettings(void)
+void
+EventhubPinSettings(void)
 {
 	static const char *const pinned[][2] = {
 		{"search_path", "pg_catalog, pg_temp"},
@@ -343,7 +355,7 @@ eventhub_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnection(eventhub_database, NULL, 0);
-	PinSettings();
+	EventhubPinSettings();
 	pgstat_report_appname(WORKER_TYPE);
 	ereport(LOG,
 			(errmsg("eventhub background worker started for database \"%s\"",

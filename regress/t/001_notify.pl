@@ -1,4 +1,6 @@
-# 001_notify.pl: the NOTIFY that announces published events.
+# 001_notify.pl: the NOTIFY that announces published events, as each
+# publishing transaction sends it (the library not preloaded: no notifier
+# worker; 012_notifier.pl tests the worker, which sends the same payloads).
 #
 # When a transaction that published commits, eventhub sends on channel
 # "eventhub" one notification per organization it moved, with the payload
@@ -31,8 +33,11 @@ use Test::More;
 my $node = PostgreSQL::Test::Cluster->new('notify');
 # UTF8 so that non-ASCII ids are stored and delivered as UTF-8 bytes.
 $node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
+$node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+is($node->safe_psql('postgres', 'SELECT eventhub.notification_mode()'), 'transaction',
+	'without the library preloaded, each publishing transaction notifies');
 
 my $json = JSON::PP->new->utf8;
 

@@ -1,0 +1,198 @@
+# 012_notifier.pl: notifications sent by the notifier background worker,
+# outside the publishers' commits (the library preloaded).
+#
+#   - eventhub.notification_mode() says 'worker'; the notifications come
+#     from the notifier's backend, with the payload of 001_notify.pl;
+#   - a burst of commits is coalesced: one notification per organization
+#     and batch, the last naming each organization's head version;
+#   - a rolled-back publish announces nothing;
+#   - in another database than eventhub.database, each transaction notifies;
+#   - while the notifier is gone, publishers notify by themselves, and it
+#     comes back;
+#   - a full queue (the notifier stopped while 70,000 events are published)
+#     loses no event: the notifier says so with the zero token, and a
+#     subscriber that would not poll for ten minutes catches up at once.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
+my $json = JSON::PP->new;
+
+my $node = PostgreSQL::Test::Cluster->new('notifier');
+$node->init;
+$node->append_conf('postgresql.conf', "log_statement = 'none'\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+
+sub notifier_pid
+{
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'eventhub notifier'");
+}
+
+$node->poll_query_until('postgres', "SELECT eventhub.notification_mode() = 'worker'")
+  or die "the notifier did not attach";
+pass('preloaded: the notifier announces what this database publishes');
+
+# A listener that collects every notification it receives.
+my $listener = $node->background_psql('postgres');
+$listener->query_safe('LISTEN eventhub');
+my @heard;
+
+# Collects notifications until COND (on what was heard) holds.
+sub hear_until
+{
+	my ($cond) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		my $out = $listener->query_safe('SELECT 1');
+		while ($out =~ /Asynchronous notification "eventhub" with payload "(.*)" received from server process with PID (\d+)\./g)
+		{
+			push @heard, { payload => $1, pid => $2 };
+		}
+		return 1 if $cond->();
+		usleep(50_000);
+	}
+	return 0;
+}
+
+sub token_of
+{
+	my ($org) = @_;
+	return $node->safe_psql('postgres', "SELECT eventhub.notification_token('$org')");
+}
+
+sub head_version
+{
+	my ($org) = @_;
+	return $node->safe_psql('postgres', "SELECT version_id FROM eventhub.organization_states WHERE organization = '$org'");
+}
+
+# The last version heard for TOKEN.
+sub last_heard
+{
+	my ($token) = @_;
+	my @mine = grep { $_->{notification_token} eq $token } map { $json->decode($_->{payload}) } @heard;
+	return @mine ? $mine[-1]{version_id} : '';
+}
+
+#
+# One publish.
+#
+my $publisher_pid = $node->safe_psql('postgres',
+	"SELECT pg_backend_pid() FROM (SELECT eventhub.publish_event('solo', 'API', 'CREATE', 'e', NULL, '{}')) p");
+ok(hear_until(sub { @heard >= 1 }), 'one publish: heard');
+like($heard[0]{payload}, qr/^\{"notification_token": "[0-9a-f]{32}", "version_id": "[0-9a-f-]{36}"\}$/,
+	'one publish: the documented payload');
+is($json->decode($heard[0]{payload})->{notification_token}, token_of('solo'), 'one publish: the organization\'s token');
+is(last_heard(token_of('solo')), head_version('solo'), 'one publish: its head version');
+is($heard[0]{pid}, notifier_pid(), 'one publish: sent by the notifier');
+isnt($heard[0]{pid}, $publisher_pid, 'one publish: not by the publisher');
+
+#
+# A burst of single-event commits to five organizations: coalesced.
+#
+@heard = ();
+my $dir = PostgreSQL::Test::Utils::tempdir();
+open my $fh, '>', "$dir/burst.sql" or die;
+print $fh "\\set o random(1, 5)\nSELECT eventhub.publish_event('burst-' || :o, 'API', 'UPDATE', 'e', NULL, '{}');\n";
+close $fh;
+my ($b_out, $b_err) = ('', '');
+IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '500', '-f', "$dir/burst.sql",
+		'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
+  or die "pgbench failed: $b_err";
+my %tokens = map { ($_ => token_of("burst-$_")) } 1 .. 5;
+my %heads = map { ($_ => head_version("burst-$_")) } 1 .. 5;
+ok(hear_until(sub { !grep { last_heard($tokens{$_}) ne $heads{$_} } 1 .. 5 }),
+	'burst: every organization\'s head version was announced')
+  or diag(explain({ heads => \%heads, heard => { map { ($_ => last_heard($tokens{$_})) } 1 .. 5 } }));
+my $burst_heard = scalar(@heard);
+note("burst: 2000 commits, $burst_heard notifications");
+cmp_ok($burst_heard, '<', 2000, 'burst: fewer notifications than commits (coalesced)');
+my $notifier = notifier_pid();
+is(scalar(grep { $_->{pid} ne $notifier } @heard), 0, 'burst: every one from the notifier');
+
+#
+# A rolled-back publish announces nothing.
+#
+@heard = ();
+$node->safe_psql('postgres', q{
+	BEGIN; SELECT eventhub.publish_event('ghost', 'API', 'CREATE', 'e', NULL, '{}'); ROLLBACK;
+	SELECT eventhub.publish_event('sentinel', 'API', 'CREATE', 'e', NULL, '{}');
+});
+ok(hear_until(sub { last_heard(token_of('sentinel')) ne '' }), 'rollback: the sentinel after it is heard');
+is(last_heard(token_of('ghost')), '', 'rollback: the rolled-back organization is not');
+
+#
+# Another database: its transactions notify by themselves.
+#
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', 'CREATE EXTENSION eventhub');
+is($node->safe_psql('other', 'SELECT eventhub.notification_mode()'), 'transaction',
+	'another database: each transaction notifies');
+my ($ret, $out) = $node->psql('other',
+	"LISTEN eventhub;\nSELECT eventhub.publish_event('o', 'API', 'CREATE', 'e', NULL, '{}');");
+like($out, qr/Asynchronous notification "eventhub"/, 'another database: heard at commit');
+
+#
+# The notifier goes away and comes back.
+#
+my $pid = notifier_pid();
+@heard = ();
+# Terminated, it is restarted after a second: a publish right after it is
+# gone notifies by itself.
+my ($last_row) = $node->safe_psql('postgres', qq{
+	SELECT pg_terminate_backend($pid);
+	SELECT pg_sleep(0.2);
+	SELECT eventhub.notification_mode(), pg_backend_pid()
+	  FROM (SELECT eventhub.publish_event('meanwhile', 'API', 'CREATE', 'e', NULL, '{}')) p;
+}) =~ /(\w+\|\d+)$/;
+my ($mode, $pub_pid) = split /\|/, $last_row;
+is($mode, 'transaction', 'notifier gone: each transaction notifies');
+ok(hear_until(sub { @heard >= 1 }), 'notifier gone: still heard');
+is($heard[0]{pid}, $pub_pid, 'notifier gone: from the publisher');
+$node->poll_query_until('postgres', "SELECT eventhub.notification_mode() = 'worker'")
+  or die "the notifier did not come back";
+pass('the notifier is back');
+
+#
+# A full queue loses no event.
+#
+my ($w_out, $w_err) = ('', '');
+my $watch = IPC::Run::start(
+	[ $cli, '-d', $node->connstr('postgres'), 'watch', '--org', 'overflow', '--count', '1',
+		'--timeout', '120', '--poll-interval', '600000' ],
+	'>', \$w_out, '2>', \$w_err);
+$node->poll_query_until('postgres',
+	"SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%notification_token%' AND pid <> pg_backend_pid()")
+  or die "the watcher did not start";
+usleep(500_000);
+$pid = notifier_pid();
+kill 'STOP', $pid;
+open $fh, '>', "$dir/flood.sql" or die;
+print $fh "SELECT eventhub.publish_event('flood-' || :client_id, 'API', 'UPDATE', 'e', NULL, '{}');\n";
+close $fh;
+IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '17500', '-f', "$dir/flood.sql",
+		'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
+  or die "pgbench failed: $b_err";
+my $offset = -s $node->logfile;
+$node->safe_psql('postgres', "SELECT eventhub.publish_event('overflow', 'API', 'CREATE', 'e', NULL, '{}')");
+kill 'CONT', $pid;
+$node->wait_for_log(qr/eventhub notification queue was full: \d+ announcements were dropped/, $offset);
+pass('full queue: the notifier says announcements were dropped');
+$watch->finish;
+is($watch->result(0), 0, 'full queue: the subscriber got its event without waiting for its poll')
+  or diag($w_err);
+like($w_out, qr/"organization_id": "overflow", "revision": 1/, 'full queue: the event');
+
+$listener->quit;
+$node->stop;
+done_testing();
