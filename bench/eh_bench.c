@@ -249,7 +249,8 @@ run_sub(int n, const char *ready_file, const char *lat_file)
 	size_t		total = 0;
 	double	   *all;
 	uint64_t	polls = 0,
-				notes = 0;
+				notes = 0,
+				fetches = 0;
 	double		poll_rate = 0;
 	long long	target = -2;
 	long long	expected = 0;
@@ -304,6 +305,7 @@ run_sub(int n, const char *ready_file, const char *lat_file)
 		if (t->t_end > t->t_ready)
 			poll_rate += (t->at_end.polls - t->at_ready.polls) / (t->t_end - t->t_ready);
 		notes += t->at_end.notifications - t->at_ready.notifications;
+		fetches += t->at_end.fetches - t->at_ready.fetches;
 		failed += t->failed;
 		if (target > 0)
 			expected += target - t->start_cursor;
@@ -321,10 +323,10 @@ run_sub(int n, const char *ready_file, const char *lat_file)
 		fclose(f);
 	}
 	print_pcts(all, total);
-	printf(" clients=%d expected=%lld failed=%d polls=%llu notifications=%llu window_s=%.3f"
-		   " polls_per_s=%.2f\n",
+	printf(" clients=%d expected=%lld failed=%d polls=%llu notifications=%llu fetches=%llu"
+		   " window_s=%.3f polls_per_s=%.2f\n",
 		   n, expected, failed, (unsigned long long) polls, (unsigned long long) notes,
-		   t_end - t_ready, poll_rate);
+		   (unsigned long long) fetches, t_end - t_ready, poll_rate);
 	free(all);
 	free(threads);
 	return failed || (long long) total != expected || target < 0 ? 1 : 0;

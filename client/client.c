@@ -81,6 +81,7 @@ typedef struct eh_sub
 	char		version[EH_VERSION_ID_LEN + 1];	/* version_id at the cursor, "" unknown */
 	char		token[EH_TOKEN_LEN + 1];	/* its notification token, "" unknown */
 	int			needs_fetch;	/* a newer revision is known to exist */
+	ehi_versions seen;			/* recently delivered and notified versions */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
 	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
 	struct eh_sub *next;
@@ -580,6 +581,15 @@ eh_connect(eh_client *c)
 	return EH_OK;
 }
 
+/* The subscription is at version ("" unknown). */
+static void
+set_version(eh_sub *s, const char *version)
+{
+	snprintf(s->version, sizeof(s->version), "%s", version);
+	if (version[0])
+		ehi_versions_delivered(&s->seen, version);
+}
+
 /*
  * Tells the application to reload an organization and moves its cursor to
  * the head.
@@ -593,7 +603,8 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 			s->org, names[reason], (long long) head);
 	c->stats.resyncs++;
 	s->cursor = head;
-	snprintf(s->version, sizeof(s->version), "%s", head_version ? head_version : "");
+	ehi_versions_reset(&s->seen);
+	set_version(s, head_version ? head_version : "");
 	/* needs_fetch stays: a notification may have named a revision above head */
 	s->acked = -1;				/* the reload covers the head */
 	if (c->resync_cb)
@@ -778,7 +789,7 @@ check_state(eh_client *c)
 		if (s->cursor < 0)
 		{
 			s->cursor = head;
-			snprintf(s->version, sizeof(s->version), "%s", head_version);
+			set_version(s, head_version);
 			continue;
 		}
 		if (head < s->cursor)
@@ -865,14 +876,19 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 
 		if (!c->conn)
 			return EH_ERR_CONNECTION;
-		/* Cleared before the query: a notification it drains sets it again. */
+		/*
+		 * Cleared before the query, which sees every version notified so
+		 * far: one it drains sets it again, unless the query returns it.
+		 */
 		s->needs_fetch = 0;
+		ehi_versions_clear_pending(&s->seen);
 
 		snprintf(cursor_text, sizeof(cursor_text), "%lld", (long long) s->cursor);
 		params[0] = s->org;
 		params[1] = cursor_text;
 		params[2] = batch_text;
 		params[3] = s->version;
+		c->stats.fetches++;
 		res = query(c, FETCH_SQL, 4, params);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
@@ -931,7 +947,7 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 				c->in_callback = 0;
 			}
 			s->cursor = ev.revision;
-			snprintf(s->version, sizeof(s->version), "%s", ev.version_id);
+			set_version(s, ev.version_id);
 			c->stats.events_delivered++;
 			c->stats.last_lag_ms = strtod(PQgetvalue(res, i, 10), NULL);
 			(*delivered)++;
@@ -942,9 +958,16 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 			}
 		}
 		PQclear(res);
-		/* A full batch may have more behind it; a stop leaves rows undelivered. */
+		/*
+		 * A full batch may have more behind it; a stop leaves rows
+		 * undelivered.  Otherwise the query reached the head it saw: a
+		 * notification drained meanwhile calls for another only if it named
+		 * a version the query did not return.
+		 */
 		if (n == c->batch_size || c->stop)
 			s->needs_fetch = 1;
+		else if (s->needs_fetch && !ehi_versions_pending(&s->seen))
+			s->needs_fetch = 0;
 	}
 	return EH_OK;
 }
@@ -1084,7 +1107,7 @@ drain_notifications(eh_client *c)
 					c->next_poll_at = 0;
 				else if (s && s->cursor < 0)
 					c->next_poll_at = 0;
-				else if (s && strcmp(version, s->version) != 0)
+				else if (s && ehi_versions_notified(&s->seen, version))
 					s->needs_fetch = 1;
 				else if (!s && any_token_unknown(c))
 					c->next_poll_at = 0;
@@ -1593,7 +1616,7 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 		return EH_ERR_MEMORY;
 	}
 	s->cursor = after_revision;
-	memcpy(s->version, version, sizeof(version));
+	set_version(s, version);
 	s->acked = -1;
 	/* Subscriptions keep their order: the state query relies on it. */
 	for (tail = &c->subs; *tail; tail = &(*tail)->next)

@@ -100,6 +100,7 @@ typedef struct eh_stats
 	double		last_lag_ms;	/* for the last event delivered: server clock at
 								 * fetch minus its processed_timestamp */
 	uint64_t	heartbeats;		/* heartbeats recorded by the server */
+	uint64_t	fetches;		/* events_since queries run */
 } eh_stats;
 
 /*

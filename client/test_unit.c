@@ -1,6 +1,7 @@
 /*
- * test_unit.c: unit tests of libeventhub's payload parser and option
- * handling, and of the CLI's argument parsing.  No server needed.
+ * test_unit.c: unit tests of libeventhub's payload parser, its memory of
+ * delivered and notified versions, and option handling, and of the CLI's
+ * argument parsing.  No server needed.
  * Prints TAP ("ok N - ...") and exits non-zero on any failure.
  */
 #include <stdarg.h>
@@ -244,10 +245,72 @@ test_library_options(void)
 	check(1, "lib: freeing NULL is a no-op");
 }
 
+#define VA "00000000-0000-4000-8000-00000000000a"
+#define VB "00000000-0000-4000-8000-00000000000b"
+#define VC "00000000-0000-4000-8000-00000000000c"
+
+/*
+ * The decisions behind "no query a drained notification made useless":
+ * fetch() clears pending versions as its query starts, marks each event it
+ * delivers, and fetches again only while a version stays pending.
+ */
+static void
+test_versions(void)
+{
+	ehi_versions v;
+	char		name[EH_VERSION_ID_LEN + 1];
+
+	ehi_versions_reset(&v);
+	check(!ehi_versions_pending(&v), "versions: nothing pending at first");
+	check(ehi_versions_notified(&v, VA) == 1 && ehi_versions_pending(&v),
+		  "versions: an unknown version calls for a fetch and stays pending");
+	ehi_versions_delivered(&v, VA);
+	check(!ehi_versions_pending(&v), "versions: delivering it settles it");
+	check(ehi_versions_notified(&v, VA) == 0 && !ehi_versions_pending(&v),
+		  "versions: a notification of a delivered version calls for nothing");
+
+	/* A fetch runs: B and C are notified meanwhile; the query returns B only. */
+	ehi_versions_clear_pending(&v);
+	check(ehi_versions_notified(&v, VB) == 1, "versions: B notified during a fetch");
+	check(ehi_versions_notified(&v, VC) == 1, "versions: C notified during a fetch");
+	ehi_versions_delivered(&v, VB);
+	check(ehi_versions_pending(&v), "versions: C, committed after the query's snapshot, is still pending");
+	ehi_versions_delivered(&v, VC);
+	check(!ehi_versions_pending(&v), "versions: the next fetch returns C: nothing pending");
+
+	/* More notified versions than it keeps: pending until cleared. */
+	ehi_versions_clear_pending(&v);
+	for (int i = 0; i < EHI_PENDING_VERSIONS + 1; i++)
+	{
+		snprintf(name, sizeof(name), "00000000-0000-4000-8000-%012d", 100 + i);
+		ehi_versions_notified(&v, name);
+	}
+	for (int i = 0; i < EHI_PENDING_VERSIONS + 1; i++)
+	{
+		snprintf(name, sizeof(name), "00000000-0000-4000-8000-%012d", 100 + i);
+		ehi_versions_delivered(&v, name);
+	}
+	check(ehi_versions_pending(&v), "versions: an overflow stays pending (one more fetch, never one less)");
+	ehi_versions_clear_pending(&v);
+	check(!ehi_versions_pending(&v), "versions: cleared when the next fetch starts");
+
+	/* Only the last EHI_RECENT_VERSIONS delivered versions are remembered. */
+	for (int i = 0; i < EHI_RECENT_VERSIONS; i++)
+	{
+		snprintf(name, sizeof(name), "00000000-0000-4000-8000-%012d", 200 + i);
+		ehi_versions_delivered(&v, name);
+	}
+	check(ehi_versions_notified(&v, VC) == 1, "versions: an old version calls for a fetch (forgotten, never wrongly skipped)");
+	ehi_versions_reset(&v);
+	check(!ehi_versions_pending(&v) && ehi_versions_notified(&v, name) == 1,
+		  "versions: a reset forgets what was delivered");
+}
+
 int
 main(void)
 {
 	test_payload();
+	test_versions();
 	test_cli();
 	test_library_options();
 	printf("1..%d\n", tests);

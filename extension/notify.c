@@ -161,17 +161,38 @@ typedef struct PublishedLevel
  */
 typedef struct PublishedOrg
 {
-	char		organization[EVENTHUB_MAX_ID_BYTES + 1];	/* hash key */
 	uint8		token[TOKEN_BYTES];
 	int			depth;
 	int			capacity;
 	PublishedLevel *levels;
+	char		organization[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated */
 } PublishedOrg;
 
-/* In TopTransactionContext; NULL when the transaction published nothing. */
-static HTAB *published = NULL;
-static List *published_order = NIL;	/* PublishedOrg *, first publish first */
+/*
+ * The organizations the current transaction published to, first publish
+ * first, in TopTransactionContext; NIL when it published nothing.  Most
+ * transactions publish to one: a hash table (published) is built only once
+ * there are PUBLISHED_HASH_AT of them.
+ */
+#define PUBLISHED_HASH_AT 8
+static List *published_order = NIL;
+static HTAB *published = NULL;		/* organization -> PublishedOrg * */
 static bool hand_to_notifier = false;	/* decided at pre-commit */
+
+typedef struct PublishedRef
+{
+	char		organization[EVENTHUB_MAX_ID_BYTES + 1];	/* hash key */
+	PublishedOrg *org;
+} PublishedRef;
+
+/*
+ * The last token computed, and the key it was computed under: a backend
+ * that publishes to one organization computes its HMAC once per key.
+ */
+static char last_token_org[EVENTHUB_MAX_ID_BYTES + 1];
+static int	last_token_orglen = -1;
+static uint64 last_token_key = 0;
+static uint8 last_token[TOKEN_BYTES];
 
 static void
 KeyInvalidate(Datum arg, Oid relid)
@@ -248,6 +269,12 @@ TokenBytes(const char *org, int orglen, uint8 *out)
 	pg_hmac_ctx *ctx;
 
 	EnsureKey();
+	if (orglen == last_token_orglen && last_token_key == key_invalidations &&
+		memcmp(org, last_token_org, orglen) == 0)
+	{
+		memcpy(out, last_token, TOKEN_BYTES);
+		return;
+	}
 	ctx = pg_hmac_create(PG_SHA256);
 	if (ctx == NULL)
 		ereport(ERROR,
@@ -268,6 +295,13 @@ TokenBytes(const char *org, int orglen, uint8 *out)
 	}
 	pg_hmac_free(ctx);
 	memcpy(out, digest, TOKEN_BYTES);
+	if (orglen <= EVENTHUB_MAX_ID_BYTES)
+	{
+		memcpy(last_token_org, org, orglen);
+		memcpy(last_token, digest, TOKEN_BYTES);
+		last_token_orglen = orglen;
+		last_token_key = key_invalidations;
+	}
 }
 
 /*
@@ -394,7 +428,7 @@ NotifyXactCallback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			if (published != NULL)
+			if (published_order != NIL)
 			{
 				hand_to_notifier = NotifierServes();
 				if (!hand_to_notifier)
@@ -402,7 +436,7 @@ NotifyXactCallback(XactEvent event, void *arg)
 			}
 			break;
 		case XACT_EVENT_COMMIT:
-			if (published != NULL && hand_to_notifier)
+			if (published_order != NIL && hand_to_notifier)
 				QueuePublished();
 			/* FALLTHROUGH */
 		case XACT_EVENT_ABORT:
@@ -425,7 +459,7 @@ NotifySubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 {
 	ListCell   *lc;
 
-	if (published == NULL ||
+	if (published_order == NIL ||
 		(event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB))
 		return;
 
@@ -457,42 +491,76 @@ void
 EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 {
 	static bool callbacks_registered = false;
-	char	   *id;
+	text	   *t = DatumGetTextPP(org);
+	const char *id = VARDATA_ANY(t);
+	int			idlen = VARSIZE_ANY_EXHDR(t);
 	SubTransactionId subid = GetCurrentSubTransactionId();
-	PublishedOrg *p;
-	bool		found;
+	PublishedOrg *p = NULL;
+	ListCell   *lc;
 
+	Assert(idlen <= EVENTHUB_MAX_ID_BYTES);
 	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
 		return;
-	id = TextDatumGetCString(org);
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(NotifyXactCallback, NULL);
 		RegisterSubXactCallback(NotifySubXactCallback, NULL);
 		callbacks_registered = true;
 	}
-	if (published == NULL)
-	{
-		HASHCTL		ctl;
 
-		ctl.keysize = EVENTHUB_MAX_ID_BYTES + 1;
-		ctl.entrysize = sizeof(PublishedOrg);
-		ctl.hcxt = TopTransactionContext;
-		published = hash_create("eventhub published organizations", 16, &ctl,
-								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-		published_order = NIL;
+	if (published != NULL)
+	{
+		char		key[EVENTHUB_MAX_ID_BYTES + 1];
+		PublishedRef *ref;
+
+		memcpy(key, id, idlen);
+		key[idlen] = '\0';
+		ref = hash_search(published, key, HASH_FIND, NULL);
+		if (ref != NULL)
+			p = ref->org;
+	}
+	else
+	{
+		foreach(lc, published_order)
+		{
+			PublishedOrg *q = (PublishedOrg *) lfirst(lc);
+
+			if (strncmp(q->organization, id, idlen) == 0 && q->organization[idlen] == '\0')
+			{
+				p = q;
+				break;
+			}
+		}
 	}
 
-	p = hash_search(published, id, HASH_ENTER, &found);
-	if (!found)
+	if (p == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 
-		TokenBytes(id, strlen(id), p->token);
+		p = palloc(offsetof(PublishedOrg, organization) + idlen + 1);
+		memcpy(p->organization, id, idlen);
+		p->organization[idlen] = '\0';
+		TokenBytes(id, idlen, p->token);
 		p->depth = 0;
 		p->capacity = 2;
 		p->levels = palloc(sizeof(PublishedLevel) * p->capacity);
 		published_order = lappend(published_order, p);
+
+		if (published == NULL && list_length(published_order) >= PUBLISHED_HASH_AT)
+		{
+			HASHCTL		ctl;
+
+			ctl.keysize = EVENTHUB_MAX_ID_BYTES + 1;
+			ctl.entrysize = sizeof(PublishedRef);
+			ctl.hcxt = TopTransactionContext;
+			published = hash_create("eventhub published organizations", 64, &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+			foreach(lc, published_order)
+				((PublishedRef *) hash_search(published, ((PublishedOrg *) lfirst(lc))->organization,
+											  HASH_ENTER, NULL))->org = lfirst(lc);
+		}
+		else if (published != NULL)
+			((PublishedRef *) hash_search(published, p->organization, HASH_ENTER, NULL))->org = p;
 		MemoryContextSwitchTo(old);
 	}
 	if (p->depth > 0 && p->levels[p->depth - 1].subid == subid)
@@ -501,14 +569,16 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 	{
 		if (p->depth == p->capacity)
 		{
+			MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
 			p->capacity *= 2;
 			p->levels = repalloc(p->levels, sizeof(PublishedLevel) * p->capacity);
+			MemoryContextSwitchTo(old);
 		}
 		p->levels[p->depth].subid = subid;
 		p->levels[p->depth].version = *version;
 		p->depth++;
 	}
-	pfree(id);
 }
 
 /*
@@ -664,11 +734,13 @@ PendingOrder(const void *a, const void *b)
 
 /*
  * Takes up to NOTIFIER_BATCH queued announcements, keeps each
- * organization's last version, and sends them in one transaction.  Returns
- * whether it took a full batch (more may wait).
+ * organization's last version, and sends them in one transaction, after a
+ * notification with the zero token ("poll now") when announcements were
+ * dropped since *dropped_seen or *poll_now is set.  Returns whether it took
+ * a full batch (more may wait).
  */
 static bool
-SendQueued(MemoryContext cxt, uint64 *dropped_seen)
+SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 {
 	uint64		tail = pg_atomic_read_u64(&queue->tail);
 	uint64		dropped = pg_atomic_read_u64(&queue->dropped);
@@ -710,9 +782,8 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen)
 	}
 	pg_atomic_write_u64(&queue->tail, tail);
 
-	if (n > 0 || dropped != *dropped_seen)
+	if (n > 0 || dropped != *dropped_seen || *poll_now)
 	{
-		/* Announcements lost to a full queue: everyone polls now. */
 		static const uint8 zero_token[TOKEN_BYTES] = {0};
 		static const pg_uuid_t zero_version = {{0}};
 
@@ -726,6 +797,10 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen)
 					(errmsg("eventhub notification queue was full: " UINT64_FORMAT " announcements were dropped",
 							dropped - *dropped_seen),
 					 errdetail("Clients were told to poll instead.")));
+		}
+		if (dropped != *dropped_seen || *poll_now)
+		{
+			/* Announcements were lost: everyone polls now. */
 			FormatPayload(&payload, zero_token, &zero_version);
 			Async_Notify(EVENTHUB_CHANNEL, payload.data);
 		}
@@ -738,6 +813,7 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen)
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*dropped_seen = dropped;
+		*poll_now = false;
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cxt);
@@ -753,6 +829,7 @@ eventhub_notifier_main(Datum main_arg)
 {
 	MemoryContext cxt;
 	uint64		dropped_seen;
+	bool		poll_now;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -768,6 +845,12 @@ eventhub_notifier_main(Datum main_arg)
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "eventhub notifier", ALLOCSET_DEFAULT_SIZES);
 	dropped_seen = pg_atomic_read_u64(&queue->dropped);
+	/*
+	 * A notifier that stopped may have taken announcements it never sent,
+	 * and publishers may have queued some just before it stopped (they
+	 * decide at pre-commit): everyone polls once now.
+	 */
+	poll_now = true;
 	before_shmem_exit(NotifierDetach, (Datum) 0);
 	pg_atomic_write_u32(&queue->notifier_dbid, MyDatabaseId);
 	pg_write_barrier();
@@ -783,7 +866,7 @@ eventhub_notifier_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (SendQueued(cxt, &dropped_seen))
+		if (SendQueued(cxt, &dropped_seen, &poll_now))
 			continue;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000L, PG_WAIT_EXTENSION);

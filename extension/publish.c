@@ -107,6 +107,7 @@ typedef struct PublishArgs
 	bool		correlation_given;
 	Datum		data;
 	TimestampTz originated;
+	pg_uuid_t	version;		/* the organization's version after it */
 } PublishArgs;
 
 /*
@@ -180,7 +181,7 @@ InsertOrganization(Datum org, pg_uuid_t *version)
 }
 
 /*
- * Registers a new organization at revision 1 with a new version id or, when
+ * Registers a new organization at revision 1 with version id *version or, when
  * a concurrent first publish registered it meanwhile, moves its head to the
  * next revision; returns the revision;
  * *processed gets the server clock at which it was assigned (read after the
@@ -188,7 +189,7 @@ InsertOrganization(Datum org, pg_uuid_t *version)
  * is held until the transaction ends.
  */
 static int64
-AdvanceOrganization(Datum org, pg_uuid_t *version, TimestampTz *processed)
+AdvanceOrganization(Datum org, const pg_uuid_t *version, TimestampTz *processed)
 {
 	Oid			argtypes[2] = {TEXTOID, UUIDOID};
 	Datum		values[2];
@@ -210,7 +211,6 @@ AdvanceOrganization(Datum org, pg_uuid_t *version, TimestampTz *processed)
 							  " ON CONFLICT (organization) DO NOTHING"
 							  " RETURNING revision, updated_at",
 							  2, argtypes);
-	NewUuid(version);
 	values[0] = org;
 	values[1] = UUIDPGetDatum(version);
 
@@ -339,7 +339,7 @@ FindCorrelation(const PublishArgs *a, int64 *revision)
  * committed with the same correlation id.
  */
 static int64
-PublishFirst(const PublishArgs *a, pg_uuid_t *version, bool *replayed)
+PublishFirst(const PublishArgs *a, bool *replayed)
 {
 	Oid			argtypes[10] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
@@ -350,7 +350,7 @@ PublishFirst(const PublishArgs *a, pg_uuid_t *version, bool *replayed)
 	SPIPlanPtr	plan;
 	int			ret;
 
-	revision = AdvanceOrganization(a->org, version, &processed);
+	revision = AdvanceOrganization(a->org, &a->version, &processed);
 	if (a->correlation_given)
 		plan = EventhubKeptPlan(&insert_event_once_plan,
 								INSERT_EVENT_SQL " ON CONFLICT (organization_id, correlation_id) DO NOTHING",
@@ -359,7 +359,7 @@ PublishFirst(const PublishArgs *a, pg_uuid_t *version, bool *replayed)
 		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 10, argtypes);
 	values[0] = a->org;
 	values[1] = Int64GetDatum(revision);
-	values[2] = UUIDPGetDatum(version);
+	values[2] = UUIDPGetDatum(&a->version);
 	values[3] = TimestampTzGetDatum(processed);
 	values[4] = TimestampTzGetDatum(a->originated);
 	values[5] = a->event_type;
@@ -395,7 +395,6 @@ Publish(const PublishArgs *a)
 {
 	Oid			argtypes[8] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
 	Datum		values[8];
-	pg_uuid_t	version;
 	int64		revision;
 	int64		original;
 	bool		isnull;
@@ -404,9 +403,8 @@ Publish(const PublishArgs *a)
 	TupleDesc	desc;
 	int			ret;
 
-	NewUuid(&version);
 	values[0] = a->org;
-	values[1] = UUIDPGetDatum(&version);
+	values[1] = UUIDPGetDatum(&a->version);
 	values[2] = TimestampTzGetDatum(a->originated);
 	values[3] = a->event_type;
 	values[4] = a->action;
@@ -426,8 +424,8 @@ Publish(const PublishArgs *a)
 		if (SPI_processed == 1)
 			revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		else
-			revision = PublishFirst(a, &version, &replayed);
-		EventhubRecordPublished(a->org, &version);
+			revision = PublishFirst(a, &replayed);
+		EventhubRecordPublished(a->org, &a->version);
 		return revision;
 	}
 
@@ -456,16 +454,16 @@ Publish(const PublishArgs *a)
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
 	if (!isnull)
 	{
-		EventhubRecordPublished(a->org, &version);
+		EventhubRecordPublished(a->org, &a->version);
 		return revision;
 	}
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
 	if (isnull)
 	{
 		/* A new organization. */
-		revision = PublishFirst(a, &version, &replayed);
+		revision = PublishFirst(a, &replayed);
 		if (!replayed)
-			EventhubRecordPublished(a->org, &version);
+			EventhubRecordPublished(a->org, &a->version);
 		return revision;
 	}
 
@@ -503,16 +501,19 @@ publish_event(PG_FUNCTION_ARGS)
 	a.event_type = EventhubRequiredTextArg(fcinfo, 1, "event_type", 0);
 	a.action = RequiredActionArg(fcinfo, 2);
 	a.entity = EventhubRequiredTextArg(fcinfo, 3, "entity_id", 0);
+	NewUuid(&a.version);
 	a.correlation_given = !PG_ARGISNULL(4);
 	if (a.correlation_given)
 		a.correlation = EventhubRequiredTextArg(fcinfo, 4, "correlation_id", EVENTHUB_MAX_ID_BYTES);
 	else
 	{
-		uuid_t		u;
-		char		buf[37];
+		/*
+		 * Without one, the correlation id is the event's version id: random,
+		 * so new, and one UUID less to generate.
+		 */
+		char		buf[UUID_STR_LEN];
 
-		uuid_generate_random(u);
-		uuid_unparse_lower(u, buf);
+		uuid_unparse_lower(a.version.data, buf);
 		a.correlation = CStringGetTextDatum(buf);
 	}
 

@@ -13,15 +13,20 @@
  *
  * It runs as the caller, with the caller's privileges and row-level
  * security, like the plain SELECT it replaces, but without PL/pgSQL's row
- * loop: the rows go from the query into the result as they are.
+ * loop: the query's executor hands each row to a receiver that checks its
+ * revision and puts it straight into the function's result, with no copy
+ * in between.
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/params.h"
+#include "tcop/dest.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
@@ -83,6 +88,53 @@ ReadHead(Datum org, int64 after_revision, int64 *head, pg_uuid_t *head_version,
 	}
 }
 
+/*
+ * Receives the events query's rows: keeps them, in revision order, up to
+ * the first hole (an event missing there was removed).
+ */
+typedef struct EventsReceiver
+{
+	DestReceiver pub;
+	Tuplestorestate *store;
+	int64		expected;		/* the revision the next row must have */
+	uint64		returned;
+	bool		hole;
+} EventsReceiver;
+
+static bool
+EventsReceive(TupleTableSlot *slot, DestReceiver *self)
+{
+	EventsReceiver *r = (EventsReceiver *) self;
+	bool		isnull;
+
+	if (r->hole)
+		return true;
+	if (DatumGetInt64(slot_getattr(slot, COL_REVISION, &isnull)) != r->expected)
+	{
+		r->hole = true;
+		return true;
+	}
+	tuplestore_puttupleslot(r->store, slot);
+	r->expected++;
+	r->returned++;
+	return true;
+}
+
+static void
+EventsStartup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+EventsShutdown(DestReceiver *self)
+{
+}
+
+static void
+EventsDestroy(DestReceiver *self)
+{
+}
+
 static char *
 UuidText(pg_uuid_t *u)
 {
@@ -100,7 +152,6 @@ events_since(PG_FUNCTION_ARGS)
 	static EventhubPlan plan;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			argtypes[3] = {TEXTOID, INT8OID, INT4OID};
-	Datum		values[3];
 	Datum		org;
 	char	   *org_text;
 	int64		after;
@@ -110,8 +161,9 @@ events_since(PG_FUNCTION_ARGS)
 	pg_uuid_t	at_cursor;
 	bool		have_head_version;
 	bool		have_at_cursor;
-	int64		expected;
-	uint64		returned = 0;
+	EventsReceiver receiver;
+	SPIExecuteOptions options;
+	ParamListInfo params;
 	TupleDesc	tupdesc;
 	Tuplestorestate *tupstore;
 	MemoryContext old;
@@ -192,43 +244,48 @@ events_since(PG_FUNCTION_ARGS)
 					 errhint("The reader applied history this database does not have, for example before a failover to a standby that had not received it. Reload the full state and continue from the head revision.")));
 	}
 
-	values[0] = org;
-	values[1] = Int64GetDatum(after);
-	values[2] = Int32GetDatum(max_events);
-	ret = SPI_execute_plan(EventhubKeptPlan(&plan,
-											"SELECT e.* FROM eventhub.events e"
-											" WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
-											" AND e.revision OPERATOR(pg_catalog.>) $2"
-											" ORDER BY e.revision LIMIT $3",
-											3, argtypes),
-						   values, NULL, true, 0);
+	params = makeParamList(3);
+	for (int i = 0; i < 3; i++)
+	{
+		params->params[i].isnull = false;
+		params->params[i].pflags = PARAM_FLAG_CONST;
+		params->params[i].ptype = argtypes[i];
+	}
+	params->params[0].value = org;
+	params->params[1].value = Int64GetDatum(after);
+	params->params[2].value = Int32GetDatum(max_events);
+
+	memset(&receiver, 0, sizeof(receiver));
+	receiver.pub.receiveSlot = EventsReceive;
+	receiver.pub.rStartup = EventsStartup;
+	receiver.pub.rShutdown = EventsShutdown;
+	receiver.pub.rDestroy = EventsDestroy;
+	receiver.pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
+	receiver.store = tupstore;
+	receiver.expected = after + 1;
+
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = true;
+	options.dest = (DestReceiver *) &receiver;
+	ret = SPI_execute_plan_extended(EventhubKeptPlan(&plan,
+													 "SELECT e.* FROM eventhub.events e"
+													 " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
+													 " AND e.revision OPERATOR(pg_catalog.>) $2"
+													 " ORDER BY e.revision LIMIT $3",
+													 3, argtypes),
+									&options);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
 
-	/* Up to the first hole: an event missing there was removed. */
-	expected = after + 1;
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int64		revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-														   SPI_tuptable->tupdesc,
-														   COL_REVISION, &isnull));
-
-		if (revision != expected)
-			break;
-		tuplestore_puttuple(tupstore, SPI_tuptable->vals[i]);
-		expected++;
-		returned++;
-	}
-
 	/* A short batch must end at the head. */
-	if (returned < (uint64) max_events && expected <= head)
+	if (receiver.returned < (uint64) max_events && receiver.expected <= head)
 		ereport(ERROR,
 				(errcode(MAKE_SQLSTATE('E', 'H', '0', '0', '1')),
 				 errmsg("events of organization \"%s\" after revision " INT64_FORMAT " have been removed",
-						org_text, expected - 1),
+						org_text, receiver.expected - 1),
 				 errdetail("Revision " INT64_FORMAT " is no longer kept; the head revision is " INT64_FORMAT ".",
-						   expected, head),
+						   receiver.expected, head),
 				 errhint("Reload the full state and continue from the head revision in eventhub.organization_states.")));
 
 	SPI_finish();

@@ -3,7 +3,10 @@
 # they are missing.  Needs root only when something is missing.
 set -euo pipefail
 
-packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer)
+# pgbouncer: the pooler tests run behind; postgresql-15-pgq3: PgQ, the peer
+# make bench measures publishing against.
+packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer
+	postgresql-15-pgq3)
 
 missing=()
 for p in "${packages[@]}"; do

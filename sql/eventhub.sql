@@ -22,9 +22,11 @@ COMMENT ON SCHEMA eventhub IS 'eventhub: ordered, exactly-once configuration cha
 -- CHECK constraint would cost every publish the parsing of its expression
 -- (PostgreSQL prepares constraint expressions once per statement).  Every
 -- publish updates its organization's row: room on each page keeps those
--- updates HOT.
+-- updates HOT.  Identifiers compare byte by byte (COLLATE "C"): their
+-- order and their indexes do not depend on the operating system's locale
+-- data, which can change under an index with an upgrade of the C library.
 CREATE TABLE eventhub.organization_states (
-    organization text PRIMARY KEY,
+    organization text COLLATE "C" PRIMARY KEY,
     version_id   uuid NOT NULL,
     revision     bigint NOT NULL,
     updated_at   timestamptz NOT NULL
@@ -38,7 +40,7 @@ COMMENT ON COLUMN eventhub.organization_states.revision IS 'Head revision: the h
 COMMENT ON COLUMN eventhub.organization_states.updated_at IS 'When the organization was registered or last published to.';
 
 CREATE TABLE eventhub.events (
-    organization_id      text NOT NULL,
+    organization_id      text COLLATE "C" NOT NULL,
     revision             bigint NOT NULL,
     version_id           uuid NOT NULL,
     processed_timestamp  timestamptz NOT NULL,
@@ -46,7 +48,7 @@ CREATE TABLE eventhub.events (
     event_type           text NOT NULL,
     action               text NOT NULL,
     entity_id            text NOT NULL,
-    correlation_id       text NOT NULL,
+    correlation_id       text COLLATE "C" NOT NULL,
     event_data           jsonb NOT NULL,
     CONSTRAINT events_pkey PRIMARY KEY (organization_id, revision),
     CONSTRAINT events_organization_id_correlation_id_key UNIQUE (organization_id, correlation_id)
@@ -210,7 +212,7 @@ SELECT eventhub.rotate_notification_key();
 
 CREATE TABLE eventhub.organization_grants (
     grantee         regrole NOT NULL,
-    organization_id text NOT NULL,
+    organization_id text COLLATE "C" NOT NULL,
     prefix          boolean NOT NULL,
     privilege       text NOT NULL CONSTRAINT organization_grants_privilege_check CHECK (privilege IN ('publish', 'read')),
     granted_by      regrole NOT NULL,
@@ -271,7 +273,7 @@ COMMENT ON FUNCTION eventhub.revoke_organization(regrole, text, text, boolean) I
 --
 
 CREATE TABLE eventhub.replicas (
-    replica_id     text PRIMARY KEY,
+    replica_id     text COLLATE "C" PRIMARY KEY,
     labels         jsonb NOT NULL DEFAULT '{}',
     version        text,
     started_at     timestamptz NOT NULL,
@@ -289,8 +291,8 @@ COMMENT ON COLUMN eventhub.replicas.last_heartbeat IS 'When the replica last cal
 COMMENT ON COLUMN eventhub.replicas.owner IS 'The role that registered the replica; only it (its members, superusers) may send its heartbeats or deregister it.';
 
 CREATE TABLE eventhub.replica_progress (
-    replica_id         text NOT NULL REFERENCES eventhub.replicas ON DELETE CASCADE,
-    organization_id    text NOT NULL,
+    replica_id         text COLLATE "C" NOT NULL REFERENCES eventhub.replicas ON DELETE CASCADE,
+    organization_id    text COLLATE "C" NOT NULL,
     applied_revision   bigint NOT NULL,
     applied_version_id uuid,
     applied_at         timestamptz NOT NULL,

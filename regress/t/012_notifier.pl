@@ -8,7 +8,7 @@
 #   - a rolled-back publish announces nothing;
 #   - in another database than eventhub.database, each transaction notifies;
 #   - while the notifier is gone, publishers notify by themselves, and it
-#     comes back;
+#     comes back and tells everyone to poll (the zero token);
 #   - a full queue (the notifier stopped while 70,000 events are published)
 #     loses no event: the notifier says so with the zero token, and a
 #     subscriber that would not poll for ten minutes catches up at once.
@@ -162,6 +162,12 @@ is($heard[0]{pid}, $pub_pid, 'notifier gone: from the publisher');
 $node->poll_query_until('postgres', "SELECT eventhub.notification_mode() = 'worker'")
   or die "the notifier did not come back";
 pass('the notifier is back');
+# Announcements it had taken when it stopped are lost: its first act is to
+# tell everyone to poll.
+ok(hear_until(sub { grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @heard }),
+	'notifier back: it tells everyone to poll');
+is((grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @heard)[0]{pid}, notifier_pid(),
+	'notifier back: the new notifier says so');
 
 #
 # A full queue loses no event.
