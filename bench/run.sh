@@ -414,7 +414,7 @@ retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid i
 	say "6/7 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	q -c "ALTER SYSTEM SET eventhub.retention = '30d'" -c "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
-		-c "ALTER SYSTEM SET eventhub.cleanup_batch_delay = '${delay}ms'" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET eventhub.cleanup_batch_delay = $delay" -c "SELECT pg_reload_conf()" >/dev/null
 	load_backlog "retention-$name" "$RETENTION" '1 day'
 	q -c "VACUUM ANALYZE eventhub.events" -c CHECKPOINT >/dev/null
 	mkdir -p "$logdir"
@@ -455,7 +455,7 @@ retention_point() {
 		"$(awk "BEGIN { print ($pr <= 2) ? \"PASS\" : \"MISS\" }")"
 	jadd "retention_$name" "{\"backlog\": $RETENTION, \"batch_size\": $batch, \"batch_delay_ms\": $delay, \"deleted\": $deleted, \"transactions\": $xacts, \"seconds\": $secs, \"rows_per_s\": $rps, \"publish_rate_per_s\": $RET_RATE, \"clients\": $RET_CLIENTS, \"p99_ms_without\": $b99, \"p99_ms_during\": $c99, \"p99_ratio\": $pr, \"samples_without\": $(kv "$out/ret_base_$name.out" count), \"samples_during\": $(kv "$out/ret_clean_$name.out" count)}"
 }
-retention_point default "defaults (batch 10000, no delay)" 10000 0
+retention_point default "defaults (batch 10000, the worker paces itself)" 10000 -1
 retention_point gentle "batch 2000, delay 50ms" 2000 50
 q -c "ALTER SYSTEM RESET eventhub.cleanup_batch_size" -c "ALTER SYSTEM RESET eventhub.cleanup_batch_delay" \
 	-c "SELECT pg_reload_conf()" >/dev/null

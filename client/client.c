@@ -117,6 +117,8 @@ struct eh_client
 	char		probe_channel[48];
 	int			probe_received;
 	int			in_query;		/* draining what a query took in */
+	unsigned	prepared;		/* statements prepared on conn (1 << stmt) */
+	int			prepare_off;	/* prepared statements failed on conn */
 	int64_t		probe_deadline; /* monotonic ms */
 
 	int			poll_interval_ms;
@@ -311,6 +313,57 @@ query(eh_client *c, const char *sql, int nparams, const char *const *params)
 	PGresult   *res = nparams == 0 ? PQexec(c->conn, sql) :
 		PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
 
+	c->in_query = 1;
+	drain_notifications(c);
+	c->in_query = 0;
+	return res;
+}
+
+/* The statements run often enough to prepare. */
+typedef enum prepared_stmt
+{
+	STMT_FETCH,
+	STMT_STATE
+} prepared_stmt;
+
+static const char *const stmt_names[] = {"eventhub_fetch", "eventhub_state"};
+
+/*
+ * Runs one of the frequent statements, prepared once per connection when
+ * the connection is known to keep its session between queries (LISTEN
+ * works on it, so it is not behind a transaction-pooling proxy, which
+ * would lose prepared statements); otherwise like query().  A statement
+ * the server no longer knows (a pooler changed the session after all)
+ * turns preparing off for the connection and runs unprepared.
+ */
+static PGresult *
+query_stmt(eh_client *c, prepared_stmt stmt, const char *sql, int nparams, const char *const *params)
+{
+	PGresult   *res;
+	const char *state;
+
+	if (c->mode != LISTEN_ON || c->prepare_off)
+		return query(c, sql, nparams, params);
+	if (!(c->prepared & (1u << stmt)))
+	{
+		res = PQprepare(c->conn, stmt_names[stmt], sql, nparams, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		{
+			PQclear(res);
+			c->prepare_off = 1;
+			return query(c, sql, nparams, params);
+		}
+		PQclear(res);
+		c->prepared |= 1u << stmt;
+	}
+	res = PQexecPrepared(c->conn, stmt_names[stmt], nparams, params, NULL, NULL, 0);
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (state && strcmp(state, "26000") == 0)
+	{
+		PQclear(res);
+		c->prepare_off = 1;
+		return query(c, sql, nparams, params);
+	}
 	c->in_query = 1;
 	drain_notifications(c);
 	c->in_query = 0;
@@ -547,6 +600,8 @@ eh_connect(eh_client *c)
 	}
 	c->conn = conn;
 	c->mode = LISTEN_OFF;
+	c->prepared = 0;
+	c->prepare_off = 0;
 
 	/* A first query: the connection works only if it answers. */
 	res = query(c, "SELECT pg_catalog.pg_is_in_recovery()", 0, NULL);
@@ -758,7 +813,7 @@ check_state(eh_client *c)
 
 	params[0] = names;
 	params[1] = revs;
-	res = query(c, STATE_SQL, 2, params);
+	res = query_stmt(c, STMT_STATE, STATE_SQL, 2, params);
 	free(names);
 	free(revs);
 	c->stats.polls++;
@@ -889,7 +944,7 @@ fetch(eh_client *c, eh_sub *s, int *delivered)
 		params[2] = batch_text;
 		params[3] = s->version;
 		c->stats.fetches++;
-		res = query(c, FETCH_SQL, 4, params);
+		res = query_stmt(c, STMT_FETCH, FETCH_SQL, 4, params);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
 			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);

@@ -27,7 +27,7 @@ char	   *eventhub_database = NULL;
 int			eventhub_retention = 3600;
 int			eventhub_maintenance_interval = 60000;
 int			eventhub_cleanup_batch_size = 10000;
-int			eventhub_cleanup_batch_delay = 0;
+int			eventhub_cleanup_batch_delay = -1;
 int			eventhub_replica_ttl = 300;
 bool		eventhub_retain_until_applied = true;
 int			eventhub_max_retention = 86400;
@@ -87,10 +87,10 @@ DefineSettings(void)
 
 	DefineCustomIntVariable("eventhub.cleanup_batch_delay",
 							"Sets the pause of the background worker between two retention batches.",
-							"Spreads a large cleanup out so that it leaves the machine to publishers.",
+							"Spreads a large cleanup out so that it leaves the machine to publishers; -1 pauses three times as long as the last batch took.",
 							&eventhub_cleanup_batch_delay,
-							0,
-							0, 60000,
+							-1,
+							-1, 60000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -209,6 +209,29 @@ EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 	return PointerGetDatum(value);
 }
 
+static SPIPlanPtr
+KeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes, int options)
+{
+	if (cache->plan != NULL && ++cache->uses >= EVENTHUB_REPLAN_EVERY)
+	{
+		SPI_freeplan(cache->plan);
+		cache->plan = NULL;
+	}
+	if (cache->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare_cursor(query, nargs, argtypes, options);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
+				 query, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep eventhub query plan");
+		cache->plan = plan;
+		cache->uses = 0;
+	}
+	return cache->plan;
+}
+
 /*
  * Returns the cached plan for a query, preparing and keeping it on first use
  * and again every EVENTHUB_REPLAN_EVERY uses (PostgreSQL replans a kept plan
@@ -220,22 +243,18 @@ EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 SPIPlanPtr
 EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
 {
-	if (cache->plan != NULL && ++cache->uses >= EVENTHUB_REPLAN_EVERY)
-	{
-		SPI_freeplan(cache->plan);
-		cache->plan = NULL;
-	}
-	if (cache->plan == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(query, nargs, argtypes);
+	return KeptPlan(cache, query, nargs, argtypes, 0);
+}
 
-		if (plan == NULL)
-			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
-				 query, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not keep eventhub query plan");
-		cache->plan = plan;
-		cache->uses = 0;
-	}
-	return cache->plan;
+/*
+ * The same, for a query that must always use one generic plan: PostgreSQL
+ * would otherwise plan it anew on every call whenever the plan for the
+ * call's values looks cheaper than the generic one (a read near the head
+ * does).  Only for key lookups, whose best plan does not depend on the
+ * values.
+ */
+SPIPlanPtr
+EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+{
+	return KeptPlan(cache, query, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
 }

@@ -56,6 +56,7 @@ typedef struct EventhubPlan
 #define EVENTHUB_REPLAN_EVERY 1000
 
 extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
+extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 
 /*
  * guard.c: only eventhub's own functions write its tables.  A C function

@@ -81,6 +81,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "eventhub.h"
@@ -99,10 +100,16 @@ PG_FUNCTION_INFO_V1(notification_mode);
 
 /*
  * How long the notifier, once woken, lets publishers' commits gather before
- * it sends: under load, one notification transaction per millisecond
- * announces every commit of that millisecond.
+ * it sends, in milliseconds: NOTIFIER_GATHER_PER_RATE times the rate at
+ * which announcements arrived lately (per millisecond), at most
+ * NOTIFIER_MAX_GATHER_MS.  A commit that comes alone (under about 500 per
+ * second) is announced at once; under load each notification transaction
+ * announces many commits, so that listeners are woken at most about 100
+ * times a second however fast publishers commit (every notification
+ * transaction signals every listening backend).
  */
-#define NOTIFIER_GATHER_MS 1
+#define NOTIFIER_GATHER_PER_RATE 4.0
+#define NOTIFIER_MAX_GATHER_MS 50
 
 /*
  * One queued announcement.  A bounded multi-producer queue without locks
@@ -736,10 +743,10 @@ PendingOrder(const void *a, const void *b)
  * Takes up to NOTIFIER_BATCH queued announcements, keeps each
  * organization's last version, and sends them in one transaction, after a
  * notification with the zero token ("poll now") when announcements were
- * dropped since *dropped_seen or *poll_now is set.  Returns whether it took
- * a full batch (more may wait).
+ * dropped since *dropped_seen or *poll_now is set.  Returns the number of
+ * announcements taken (NOTIFIER_BATCH: more may wait).
  */
-static bool
+static int
 SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 {
 	uint64		tail = pg_atomic_read_u64(&queue->tail);
@@ -817,7 +824,7 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cxt);
-	return taken == NOTIFIER_BATCH;
+	return taken;
 }
 
 /*
@@ -830,6 +837,8 @@ eventhub_notifier_main(Datum main_arg)
 	MemoryContext cxt;
 	uint64		dropped_seen;
 	bool		poll_now;
+	double		rate = 0;		/* announcements per ms lately */
+	TimestampTz last_send;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -858,25 +867,37 @@ eventhub_notifier_main(Datum main_arg)
 	ereport(LOG,
 			(errmsg("eventhub notifier started for database \"%s\"", eventhub_database)));
 
+	last_send = GetCurrentTimestamp();
 	for (;;)
 	{
+		int			taken;
+		TimestampTz now;
+		long		gather_ms;
+
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (SendQueued(cxt, &dropped_seen, &poll_now))
+		taken = SendQueued(cxt, &dropped_seen, &poll_now);
+		now = GetCurrentTimestamp();
+		rate = (rate + taken / Max((now - last_send) / 1000.0, 1.0)) / 2;
+		last_send = now;
+		if (taken == NOTIFIER_BATCH)
 			continue;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+
 		/*
-		 * Let the commits of the next millisecond gather.  Not waiting on the
-		 * latch meanwhile also spares publishers the signal: setting a latch
-		 * nobody sleeps on costs no system call.
+		 * Under load, let commits gather.  Not waiting on the latch meanwhile
+		 * also spares publishers the signal: setting a latch nobody sleeps on
+		 * costs no system call.
 		 */
-		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 NOTIFIER_GATHER_MS, PG_WAIT_EXTENSION);
+		gather_ms = Min((long) (NOTIFIER_GATHER_PER_RATE * rate), NOTIFIER_MAX_GATHER_MS);
+		if (gather_ms > 0)
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 gather_ms, PG_WAIT_EXTENSION);
 	}
 }

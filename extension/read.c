@@ -52,7 +52,7 @@ ReadHead(Datum org, int64 after_revision, int64 *head, pg_uuid_t *head_version,
 	Datum		values[2] = {org, Int64GetDatum(after_revision)};
 	int			ret;
 
-	ret = SPI_execute_plan(EventhubKeptPlan(&plan,
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
 											"SELECT s.revision, s.version_id,"
 											" (SELECT c.version_id FROM eventhub.events c"
 											"   WHERE c.organization_id OPERATOR(pg_catalog.=) $1"
@@ -268,7 +268,7 @@ events_since(PG_FUNCTION_ARGS)
 	options.params = params;
 	options.read_only = true;
 	options.dest = (DestReceiver *) &receiver;
-	ret = SPI_execute_plan_extended(EventhubKeptPlan(&plan,
+	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan,
 													 "SELECT e.* FROM eventhub.events e"
 													 " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
 													 " AND e.revision OPERATOR(pg_catalog.>) $2"

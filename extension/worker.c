@@ -168,20 +168,27 @@ ExtensionInstalled(void)
 
 /*
  * Deletes every event that has expired by now, one batch per transaction.
- * Returns the number deleted; *batches gets the number of transactions.
+ * Returns the number deleted; *batches gets the number of transactions,
+ * *elapsed_ms the time it took and *paused_ms the part of it spent pausing
+ * between batches.
  */
 static int64
-DeleteExpiredEvents(int *batches)
+DeleteExpiredEvents(int *batches, long *elapsed_ms, long *paused_ms)
 {
+	TimestampTz cycle_started = GetCurrentTimestamp();
+
 	EventhubRetention r;
 	int64		total = 0;
 	int64		deleted;
 
 	EventhubRetentionNow(&r);
 	*batches = 0;
+	*paused_ms = 0;
 	for (;;)
 	{
 		int			batch_size = eventhub_cleanup_batch_size;
+		TimestampTz started = GetCurrentTimestamp();
+		long		delay_ms;
 
 		CHECK_FOR_INTERRUPTS();
 		BeginWork("eventhub: deleting expired events");
@@ -191,14 +198,27 @@ DeleteExpiredEvents(int *batches)
 		(*batches)++;
 		if (deleted < batch_size)
 			break;
-		if (eventhub_cleanup_batch_delay > 0)
+
+		/*
+		 * By default (-1) the worker paces itself: it pauses three times as
+		 * long as the batch took, so that a large cleanup keeps at most a
+		 * quarter of one core and of the disk, and spreads its WAL and its
+		 * pressure on shared buffers out, leaving the rest to publishers.
+		 */
+		delay_ms = eventhub_cleanup_batch_delay >= 0 ? eventhub_cleanup_batch_delay :
+			Max(3 * (GetCurrentTimestamp() - started) / 1000, 1);
+		if (delay_ms > 0)
 		{
+			TimestampTz pause_started = GetCurrentTimestamp();
+
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 eventhub_cleanup_batch_delay, PG_WAIT_EXTENSION);
+							 delay_ms, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
+			*paused_ms += (GetCurrentTimestamp() - pause_started) / 1000;
 		}
 	}
 
+	*elapsed_ms = (GetCurrentTimestamp() - cycle_started) / 1000;
 	return total;
 }
 
@@ -210,6 +230,8 @@ static void
 MaintenanceCycle(void)
 {
 	int			batches;
+	long		elapsed_ms;
+	long		paused_ms;
 	int64		deleted;
 	int64		replicas;
 
@@ -220,11 +242,11 @@ MaintenanceCycle(void)
 		ereport(LOG,
 				(errmsg("eventhub removed " INT64_FORMAT " stale replicas", replicas)));
 
-	deleted = DeleteExpiredEvents(&batches);
+	deleted = DeleteExpiredEvents(&batches, &elapsed_ms, &paused_ms);
 	if (deleted > 0)
 		ereport(LOG,
-				(errmsg("eventhub retention deleted " INT64_FORMAT " expired events in %d transactions",
-						deleted, batches)));
+				(errmsg("eventhub retention deleted " INT64_FORMAT " expired events in %d transactions over %ld ms, %ld ms of them paused",
+						deleted, batches, elapsed_ms, paused_ms)));
 }
 
 /*

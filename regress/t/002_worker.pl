@@ -201,8 +201,13 @@ $offset = -s $node->logfile;
 $node->append_conf('postgresql.conf', "eventhub.maintenance_interval = '100ms'\n");
 $node->reload;
 $node->wait_for_log(qr/eventhub retention deleted 200000 expired events in (\d+) transactions/, $offset);
-my ($batches) = (slurp_file($node->logfile, $offset) =~ /deleted 200000 expired events in (\d+) transactions/);
+my ($batches, $elapsed_ms, $paused_ms) = (slurp_file($node->logfile, $offset)
+	  =~ /deleted 200000 expired events in (\d+) transactions over (\d+) ms, (\d+) ms of them paused/);
 cmp_ok($batches, '>=', 20, "the backlog went in batches of at most 10000 ($batches transactions)");
+# By default the worker pauses three times as long as each batch took (the
+# last batch is not followed by a pause; timer granularity gets some slack).
+cmp_ok($paused_ms, '>=', 2 * ($elapsed_ms - $paused_ms),
+	"the worker paced itself: $paused_ms of $elapsed_ms ms paused between batches");
 ok($bench->pumpable, 'publishers were still publishing when the backlog was gone');
 $bench->finish;
 is($bench->result(0), 0, 'pgbench succeeded') or diag($bench_err);
