@@ -74,8 +74,8 @@ export PGDATABASE=postgres
 
 case ${BENCH_SCALE:-full} in
 full)
-	T_TPS=4          # seconds per publish-throughput point
-	ROUNDS=3         # interleaved rounds per comparison; the median counts
+	T_TPS=3          # seconds per publish-throughput point
+	ROUNDS=5         # interleaved rounds per comparison; the median counts
 	LAT_SUBS="1 16 64"
 	LAT_RATE=200 LAT_T=5
 	LISTENERS=64
