@@ -332,6 +332,28 @@ FindCorrelation(const PublishArgs *a, int64 *revision)
 }
 
 /*
+ * This publish advanced its organization to revision, but a concurrent
+ * publisher of the organization committed the same correlation id after
+ * this statement's snapshot was taken.  With different content
+ * FindCorrelation raises unique_violation; with the same content, puts the
+ * head back and returns the original revision.
+ */
+static int64
+GiveBack(const PublishArgs *a, int64 revision)
+{
+	int64		original;
+
+	if (FindCorrelation(a, &original) && RestoreOrganization(a->org, revision - 1))
+		return original;
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not publish with correlation id \"%s\" due to a concurrent publish",
+					TextDatumGetCString(a->correlation)),
+			 errhint("Retry the transaction.")));
+	pg_unreachable();
+}
+
+/*
  * The slow path: the organization is new (or was deleted concurrently).
  * Registers it at revision 1, or advances it if a concurrent first publish
  * registered it, and inserts the event.  Returns the revision; with
@@ -346,7 +368,6 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 	Datum		values[10];
 	TimestampTz processed;
 	int64		revision;
-	int64		original;
 	SPIPlanPtr	plan;
 	int			ret;
 
@@ -375,14 +396,7 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 	if (SPI_processed == 1)
 		return revision;
 	*replayed = true;
-	if (FindCorrelation(a, &original) && RestoreOrganization(a->org, revision - 1))
-		return original;
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not publish with correlation id \"%s\" due to a concurrent publish",
-					TextDatumGetCString(a->correlation)),
-			 errhint("Retry the transaction.")));
-	pg_unreachable();
+	return GiveBack(a, revision);
 }
 
 /*
@@ -396,7 +410,6 @@ Publish(const PublishArgs *a)
 	Oid			argtypes[8] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
 	Datum		values[8];
 	int64		revision;
-	int64		original;
 	bool		isnull;
 	bool		replayed;
 	HeapTuple	row;
@@ -467,20 +480,8 @@ Publish(const PublishArgs *a)
 		return revision;
 	}
 
-	/*
-	 * Advanced, but a concurrent publisher of this organization committed the
-	 * correlation id after this statement's snapshot was taken.  With
-	 * different content FindCorrelation raises unique_violation.  With the
-	 * same content, give the revision back and return the original one.
-	 */
-	if (FindCorrelation(a, &original) && RestoreOrganization(a->org, revision - 1))
-		return original;
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not publish with correlation id \"%s\" due to a concurrent publish",
-					TextDatumGetCString(a->correlation)),
-			 errhint("Retry the transaction.")));
-	pg_unreachable();
+	/* Advanced, but the correlation id was committed concurrently. */
+	return GiveBack(a, revision);
 }
 
 /*
