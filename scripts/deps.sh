@@ -6,7 +6,9 @@ set -euo pipefail
 # pgbouncer: the pooler tests run behind; postgresql-15-pgq3: PgQ, the peer
 # make bench measures publishing against.
 packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer
-	postgresql-15-pgq3)
+	postgresql-15-pgq3
+	# the reference consumers in examples/ (Go with pgx, Python with psycopg), built and run by regress/t/013
+	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -13,7 +13,7 @@ make -s install >/dev/null
 
 source scripts/cluster.sh
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
-cp -r regress scripts client demo bench README.md "$work/"
+cp -r regress scripts client demo bench examples README.md "$work/"
 hand_over "$work"
 if "${AS_USER[@]}" bash "$work/scripts/run-suites.sh" "$work"; then
 	rm -rf "$work"
