@@ -114,12 +114,10 @@ report_result_error(const char *what, const PGresult *res, const PGconn *conn)
 static void
 log_to_stderr(eh_client *client, eh_log_level level, const char *message, void *arg)
 {
-	static const char *const names[] = {"debug", "info", "warning", "error"};
-
 	(void) client;
 	(void) arg;
 	if (level >= EH_LOG_INFO && level < EH_LOG_ERROR)
-		fprintf(stderr, "eventhub: %s: %s\n", names[level], message);
+		fprintf(stderr, "eventhub: %s: %s\n", eh_log_level_name(level), message);
 }
 
 static int
@@ -187,13 +185,12 @@ print_event(eh_client *client, const eh_event *ev, void *arg)
 static void
 print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_t head, void *arg)
 {
-	static const char *const reasons[] = {"", "history_removed", "cursor_ahead", "version_mismatch"};
 	const char *version = eh_cursor_version(client, org);
 
 	(void) arg;
 	fputs("{\"resync\": true, \"organization_id\": ", stdout);
 	json_string(stdout, org);
-	printf(", \"reason\": \"%s\", \"head_revision\": %lld", reasons[reason], (long long) head);
+	printf(", \"reason\": \"%s\", \"head_revision\": %lld", eh_resync_reason_name(reason), (long long) head);
 	if (version)
 		json_field(stdout, "head_version_id", version);
 	fputs("}\n", stdout);
@@ -296,7 +293,8 @@ run_watch(const cli_options *o)
 		fds[0].fd = signal_pipe[0];
 		fds[0].events = POLLIN;
 		fds[1].fd = eh_socket(c);	/* changes after a reconnect */
-		fds[1].events = POLLIN;
+		fds[1].events = (short) (((eh_socket_wants(c) & EH_WANT_READ) ? POLLIN : 0) |
+								 ((eh_socket_wants(c) & EH_WANT_WRITE) ? POLLOUT : 0));
 		fds[0].revents = fds[1].revents = 0;
 		if (poll(fds, fds[1].fd >= 0 ? 2 : 1, wait) < 0 && errno != EINTR)
 		{
