@@ -3,12 +3,19 @@
  *
  * Exit status: 0 success, 1 an error (connection, server, bad input), 2 a
  * usage error, 3 `watch --timeout` passed before --count events arrived,
- * 4 `status --fail-if-lag N` found a live replica more than N behind.
+ * 4 `status --fail-if-lag N` found a live replica more than N behind, 130
+ * `watch` ended by SIGINT or SIGTERM, 141 its standard output was closed.
+ *
+ * Strings from the database (organization and replica ids, hashes, labels,
+ * server messages) are escaped in tables and on stderr (cli_put_escaped)
+ * and in JSON (cli_put_json): a value cannot send the terminal a control
+ * sequence, fake a line, or widen every row of a table.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +31,8 @@
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 3
 #define EXIT_LAGGING 4
+#define EXIT_INTERRUPTED 130	/* 128 + SIGINT */
+#define EXIT_PIPE 141			/* 128 + SIGPIPE, as a shell reports a process it killed */
 
 /*
  * SIGINT and SIGTERM write a byte to this pipe, which the watch loop polls
@@ -51,8 +60,43 @@ json_string(FILE *out, const char *str)
 {
 	char	   *quoted = ehi_json_quote(str);
 
-	fputs(quoted ? quoted : "null", out);
+	cli_put_json(out, quoted ? quoted : "null");
 	free(quoted);
+}
+
+/*
+ * Writes "eventhub: <prefix><message>" and a newline to stderr, each line of
+ * the message escaped (a server's message quotes what it was given) and the
+ * newline libpq ends its own with dropped.  libpq's line breaks stay: its
+ * connection errors come as two lines, the second indented.
+ */
+static void
+report(const char *prefix, const char *message)
+{
+	size_t		len = strlen(message);
+	char	   *copy = malloc(len + 1);
+
+	while (len > 0 && message[len - 1] == '\n')
+		len--;
+	fprintf(stderr, "eventhub: %s", prefix);
+	if (copy)
+	{
+		char	   *line = copy;
+		char	   *end;
+
+		memcpy(copy, message, len);
+		copy[len] = '\0';
+		while ((end = strchr(line, '\n')) != NULL)
+		{
+			*end = '\0';
+			cli_put_escaped(stderr, line, 0);
+			fputs("\n\t", stderr);
+			line = end[1] == '\t' ? end + 2 : end + 1;
+		}
+		cli_put_escaped(stderr, line, 0);
+		free(copy);
+	}
+	fputc('\n', stderr);
 }
 
 /* Writes ,"key": "value" */
@@ -82,7 +126,7 @@ connect_or_report(const char *conninfo)
 
 	if (!conn || PQstatus(conn) != CONNECTION_OK)
 	{
-		fprintf(stderr, "eventhub: could not connect: %s", conn ? PQerrorMessage(conn) : "out of memory\n");
+		report("could not connect: ", conn ? PQerrorMessage(conn) : "out of memory");
 		PQfinish(conn);
 		return NULL;
 	}
@@ -97,14 +141,21 @@ report_result_error(const char *what, const PGresult *res, const PGconn *conn)
 	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
 	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
 
-	if (primary)
-		fprintf(stderr, "eventhub: %s: %s\n", what, primary);
-	else
-		fprintf(stderr, "eventhub: %s: %s", what, PQerrorMessage(conn));
+	fprintf(stderr, "eventhub: %s: ", what);
+	cli_put_escaped(stderr, primary ? primary : PQerrorMessage(conn), 0);
+	fputc('\n', stderr);
 	if (detail)
-		fprintf(stderr, "DETAIL: %s\n", detail);
+	{
+		fputs("DETAIL: ", stderr);
+		cli_put_escaped(stderr, detail, 0);
+		fputc('\n', stderr);
+	}
 	if (hint)
-		fprintf(stderr, "HINT: %s\n", hint);
+	{
+		fputs("HINT: ", stderr);
+		cli_put_escaped(stderr, hint, 0);
+		fputc('\n', stderr);
+	}
 }
 
 /*
@@ -114,10 +165,13 @@ report_result_error(const char *what, const PGresult *res, const PGconn *conn)
 static void
 log_to_stderr(eh_client *client, eh_log_level level, const char *message, void *arg)
 {
+	char		prefix[16];
+
 	(void) client;
 	(void) arg;
+	snprintf(prefix, sizeof(prefix), "%s: ", eh_log_level_name(level));
 	if (level >= EH_LOG_INFO && level < EH_LOG_ERROR)
-		fprintf(stderr, "eventhub: %s: %s\n", eh_log_level_name(level), message);
+		report(prefix, message);
 }
 
 static int
@@ -137,7 +191,8 @@ run_publish(const cli_options *o)
 		rc = eh_publish(c, o->org, o->type, o->action, o->entity, o->correlation_id, o->data, &revision);
 	if (rc != EH_OK)
 	{
-		fprintf(stderr, "eventhub: %s", eh_error_message(c));
+		fputs("eventhub: ", stderr);
+		cli_put_escaped(stderr, eh_error_message(c), 0);
 		if (eh_error_sqlstate(c)[0])
 			fprintf(stderr, " (SQLSTATE %s)", eh_error_sqlstate(c));
 		fputc('\n', stderr);
@@ -153,7 +208,24 @@ typedef struct watch_state
 {
 	int64_t		limit;			/* 0: none */
 	int64_t		seen;
+	int			write_errno;	/* writing to stdout failed with this */
 } watch_state;
+
+/*
+ * Flushes stdout after a line; false when it cannot be written any more
+ * (EPIPE: its reader went away, as with `watch ... | head -1`), which
+ * w->write_errno then tells.  SIGPIPE is ignored, so that watch ends as on
+ * SIGTERM: its replica deregisters.
+ */
+static bool
+flush_line(watch_state *w)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return true;
+	if (w->write_errno == 0)
+		w->write_errno = errno ? errno : EIO;
+	return false;
+}
 
 static int
 print_event(eh_client *client, const eh_event *ev, void *arg)
@@ -172,8 +244,11 @@ print_event(eh_client *client, const eh_event *ev, void *arg)
 	json_field(stdout, "entity_id", ev->entity_id);
 	json_field(stdout, "correlation_id", ev->correlation_id);
 	/* event_data is jsonb's own output: valid JSON, written as a value */
-	printf(", \"event_data\": %s}\n", ev->event_data);
-	fflush(stdout);
+	fputs(", \"event_data\": ", stdout);
+	cli_put_json(stdout, ev->event_data);
+	fputs("}\n", stdout);
+	if (!flush_line(w))
+		return 1;				/* stop: the output is gone */
 	w->seen++;
 	return w->limit > 0 && w->seen >= w->limit;
 }
@@ -186,22 +261,24 @@ static void
 print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_t head, void *arg)
 {
 	const char *version = eh_cursor_version(client, org);
+	watch_state *w = arg;
 
-	(void) arg;
+	if (w->write_errno)
+		return;
 	fputs("{\"resync\": true, \"organization_id\": ", stdout);
 	json_string(stdout, org);
 	printf(", \"reason\": \"%s\", \"head_revision\": %lld", eh_resync_reason_name(reason), (long long) head);
 	if (version)
 		json_field(stdout, "head_version_id", version);
 	fputs("}\n", stdout);
-	fflush(stdout);
+	flush_line(w);
 }
 
 static int
 run_watch(const cli_options *o)
 {
 	eh_client  *c = eh_client_new(o->conninfo);
-	watch_state w = {o->count, 0};
+	watch_state w = {o->count, 0, 0};
 	double		deadline = o->timeout_s > 0 ? now_seconds() + o->timeout_s : -1;
 	int			status = 0;
 	int			interrupted = 0;
@@ -212,7 +289,7 @@ run_watch(const cli_options *o)
 		return 1;
 	}
 	eh_set_event_callback(c, print_event, &w);
-	eh_set_resync_callback(c, print_resync, NULL);
+	eh_set_resync_callback(c, print_resync, &w);
 	eh_set_log_callback(c, log_to_stderr, NULL);
 	if (o->no_listen)
 		eh_set_listen(c, 0);
@@ -225,14 +302,14 @@ run_watch(const cli_options *o)
 		 (o->heartbeat_interval_ms && eh_set_heartbeat_interval(c, o->heartbeat_interval_ms) != EH_OK) ||
 		 (o->heartbeat_conninfo && eh_set_heartbeat_conninfo(c, o->heartbeat_conninfo) != EH_OK)))
 	{
-		fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+		report("", eh_error_message(c));
 		eh_client_free(c);
 		return 1;
 	}
 	for (int i = 0; i < o->norgs; i++)
 		if (eh_subscribe_at(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD, o->after_version) != EH_OK)
 		{
-			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+			report("", eh_error_message(c));
 			eh_client_free(c);
 			return EXIT_USAGE;
 		}
@@ -244,7 +321,7 @@ run_watch(const cli_options *o)
 	 */
 	if (eh_connect(c) != EH_OK && !eh_error_retryable(c))
 	{
-		fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+		report("", eh_error_message(c));
 		eh_client_free(c);
 		return 1;
 	}
@@ -255,7 +332,7 @@ run_watch(const cli_options *o)
 	 */
 	while (!interrupted)
 	{
-		struct pollfd fds[2];
+		struct pollfd fds[3];
 		int			wait;
 		int			n = eh_process(c);
 
@@ -265,11 +342,23 @@ run_watch(const cli_options *o)
 		 * backoff.  One that it cannot (authentication, a missing privilege,
 		 * a bad argument) ends watch.
 		 */
+		if (w.write_errno)
+		{
+			/* Nobody reads: end as on SIGTERM, quietly for a closed pipe. */
+			if (w.write_errno != EPIPE)
+				fprintf(stderr, "eventhub: could not write to standard output: %s\n", strerror(w.write_errno));
+			status = w.write_errno == EPIPE ? EXIT_PIPE : 1;
+			break;
+		}
 		if (n < 0 && n != EH_ERR_MEMORY && eh_error_retryable(c))
-			fprintf(stderr, "eventhub: warning: %s (retrying)\n", eh_error_message(c));
+		{
+			fputs("eventhub: warning: ", stderr);
+			cli_put_escaped(stderr, eh_error_message(c), 0);
+			fputs(" (retrying)\n", stderr);
+		}
 		else if (n < 0)
 		{
-			fprintf(stderr, "eventhub: %s\n", eh_error_message(c));
+			report("", eh_error_message(c));
 			status = 1;
 			break;
 		}
@@ -292,11 +381,13 @@ run_watch(const cli_options *o)
 		}
 		fds[0].fd = signal_pipe[0];
 		fds[0].events = POLLIN;
-		fds[1].fd = eh_socket(c);	/* changes after a reconnect */
-		fds[1].events = (short) (((eh_socket_wants(c) & EH_WANT_READ) ? POLLIN : 0) |
+		fds[1].fd = STDOUT_FILENO;	/* POLLERR once a pipe's reader is gone */
+		fds[1].events = 0;
+		fds[2].fd = eh_socket(c);	/* changes after a reconnect */
+		fds[2].events = (short) (((eh_socket_wants(c) & EH_WANT_READ) ? POLLIN : 0) |
 								 ((eh_socket_wants(c) & EH_WANT_WRITE) ? POLLOUT : 0));
-		fds[0].revents = fds[1].revents = 0;
-		if (poll(fds, fds[1].fd >= 0 ? 2 : 1, wait) < 0 && errno != EINTR)
+		fds[0].revents = fds[1].revents = fds[2].revents = 0;
+		if (poll(fds, fds[2].fd >= 0 ? 3 : 2, wait) < 0 && errno != EINTR)
 		{
 			fprintf(stderr, "eventhub: poll failed: %s\n", strerror(errno));
 			status = 1;
@@ -304,16 +395,25 @@ run_watch(const cli_options *o)
 		}
 		if (fds[0].revents & POLLIN)
 			interrupted = 1;
+		else if (fds[1].revents & (POLLERR | POLLHUP))
+		{
+			/* The next line would fail with EPIPE: end now, not then. */
+			status = EXIT_PIPE;
+			break;
+		}
 	}
-	eh_client_free(c);
-	return interrupted ? 130 : status;
+	eh_client_free(c);			/* deregisters the replica */
+	return interrupted ? EXIT_INTERRUPTED : status;
 }
 
-/* Prints a result as an aligned table, numbers to the right. */
+/*
+ * Prints the first ncols columns of a result as an aligned table, numbers to
+ * the right.  Cells are escaped and at most CLI_CELL_WIDTH wide, so that one
+ * long value cannot widen every row.
+ */
 static void
-print_table(const PGresult *res)
+print_table(const PGresult *res, int ncols)
 {
-	int			ncols = PQnfields(res);
 	int			nrows = PQntuples(res);
 	int			width[16];
 	int			right[16];
@@ -328,10 +428,10 @@ print_table(const PGresult *res)
 		right[j] = (type == 20 || type == 21 || type == 23 || type == 1700);	/* int8, int2, int4, numeric */
 		for (int i = 0; i < nrows; i++)
 		{
-			int			len = (int) strlen(PQgetvalue(res, i, j));
+			int			w = cli_put_escaped(NULL, PQgetvalue(res, i, j), CLI_CELL_WIDTH);
 
-			if (len > width[j])
-				width[j] = len;
+			if (w > width[j])
+				width[j] = w;
 		}
 	}
 	for (int i = -1; i < nrows; i++)
@@ -339,28 +439,27 @@ print_table(const PGresult *res)
 		for (int j = 0; j < ncols; j++)
 		{
 			const char *v = i < 0 ? PQfname(res, j) : PQgetvalue(res, i, j);
+			int			w = cli_put_escaped(NULL, v, CLI_CELL_WIDTH);
 
+			if (right[j] && i >= 0)
+				printf("%*s", width[j] - w, "");
 			if (i < 0)
-			{
 				for (const char *p = v; *p; p++)
 					putchar(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
-				printf("%*s", width[j] - (int) strlen(v), "");
-			}
 			else
-				printf(right[j] ? "%*s" : "%-*s", width[j], v);
+				cli_put_escaped(stdout, v, CLI_CELL_WIDTH);
 			if (j < ncols - 1)
-				fputs("  ", stdout);
+				printf("%*s", (right[j] && i >= 0 ? 0 : width[j] - w) + 2, "");
 		}
 		putchar('\n');
 	}
 }
 
-/* Runs a query with the --org filter as $1; reports failures. */
+/* Runs a status query; reports failures. */
 static PGresult *
-status_query(PGconn *conn, const char *sql, const cli_options *o)
+status_query(PGconn *conn, const char *sql, int nparams, const char *const *params)
 {
-	const char *params[1] = {o->norgs ? o->orgs[0] : NULL};
-	PGresult   *res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -371,117 +470,249 @@ status_query(PGconn *conn, const char *sql, const cli_options *o)
 	return res;
 }
 
-#define STATUS_ORGS_SQL \
+/*
+ * The status queries.  With 100,000 organizations and ten replicas
+ * replica_status has a million rows: without --org, replicas are
+ * summarized (one row each, one pass over the view), and rows per replica
+ * and organization are shown for one organization at a time (--org, which
+ * the view's indexes serve).  Only eventhub.organization_states,
+ * eventhub.events and eventhub.replica_status are read: the README's
+ * operator role may run every one.
+ */
+#define STATUS_ORGS_SQL(WHERE) \
 	"SELECT s.organization, s.revision, s.version_id," \
 	" to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS updated_at," \
-	" (SELECT count(*) FROM eventhub.events e WHERE e.organization_id = s.organization) AS kept_events" \
+	" COALESCE(k.kept_events, 0) AS kept_events" \
 	" FROM eventhub.organization_states s" \
-	" WHERE $1::text IS NULL OR s.organization = $1" \
+	" LEFT JOIN (SELECT e.organization_id, count(*) AS kept_events FROM eventhub.events e" \
+	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization" \
+	WHERE \
 	" ORDER BY s.organization"
 
-#define STATUS_REPLICAS_SQL \
-	"SELECT replica_id AS replica, state, COALESCE(organization_id, '') AS organization," \
+#define STATUS_ORGS_JSON_SQL(WHERE) \
+	"SELECT COALESCE(json_agg(json_build_object(" \
+	" 'organization', s.organization, 'revision', s.revision, 'version_id', s.version_id," \
+	" 'updated_at', s.updated_at, 'kept_events', COALESCE(k.kept_events, 0))" \
+	" ORDER BY s.organization), '[]')" \
+	" FROM eventhub.organization_states s" \
+	" LEFT JOIN (SELECT e.organization_id, count(*) AS kept_events FROM eventhub.events e" \
+	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization" \
+	WHERE
+
+/*
+ * One row per replica: how many organizations it follows, on how many it
+ * is behind, by how much at most and on which one (the greatest lag,
+ * written in 20 digits before the id, is the greatest string), for how
+ * long, and on how many it is more than $1 behind (--fail-if-lag).  Then
+ * the replica's own fields from any one of its rows.
+ */
+#define STATUS_SUMMARY_SQL(WHERE) \
+	"SELECT g.replica_id AS replica, x.state, COALESCE(x.version, '') AS version," \
+	" g.organizations, g.behind, COALESCE(g.max_lag, 0) AS max_lag," \
+	" COALESCE(g.most_behind, '') AS most_behind," \
+	" CASE WHEN g.behind_for_unknown THEN 'unknown'" \
+	"  ELSE COALESCE(date_trunc('second', g.behind_for)::text, '') END AS behind_for," \
+	" date_trunc('second', x.since_heartbeat)::text AS since_heartbeat," \
+	" g.over_limit, x.labels, to_json(x.started_at) #>> '{}' AS started_at," \
+	" to_json(x.last_heartbeat) #>> '{}' AS last_heartbeat," \
+	" extract(epoch FROM x.since_heartbeat) AS since_heartbeat_seconds," \
+	" extract(epoch FROM g.behind_for) AS behind_for_seconds" \
+	" FROM (SELECT replica_id, count(organization_id) AS organizations," \
+	"   count(*) FILTER (WHERE lag_revisions > 0) AS behind, max(lag_revisions) AS max_lag," \
+	"   substr(max((lpad(lag_revisions::text, 20, '0') || organization_id) COLLATE \"C\")" \
+	"    FILTER (WHERE lag_revisions > 0), 21) AS most_behind," \
+	"   max(behind_for) AS behind_for," \
+	"   COALESCE(bool_or(lag_revisions > 0 AND behind_for IS NULL), false) AS behind_for_unknown," \
+	"   count(*) FILTER (WHERE lag_revisions > $1::bigint) AS over_limit" \
+	"  FROM eventhub.replica_status" \
+	WHERE \
+	"  GROUP BY replica_id) g" \
+	" CROSS JOIN LATERAL (SELECT v.state, v.version, v.labels, v.started_at, v.last_heartbeat," \
+	"  v.since_heartbeat FROM eventhub.replica_status v WHERE v.replica_id = g.replica_id" \
+	"  ORDER BY v.organization_id LIMIT 1) x" \
+	" ORDER BY g.replica_id"
+
+/* Each replica's progress on one organization ($1). */
+#define STATUS_PROGRESS_SQL \
+	"SELECT replica_id AS replica, state, organization_id AS organization," \
 	" applied_revision AS applied, head_revision AS head, lag_revisions AS lag," \
 	" COALESCE(date_trunc('second', behind_for)::text, 'unknown') AS behind_for," \
 	" date_trunc('second', since_heartbeat)::text AS since_heartbeat," \
 	" COALESCE(config_hash, '') AS config_hash," \
 	" CASE hash_agrees WHEN true THEN 'yes' WHEN false THEN 'NO' ELSE '' END AS hash_agrees" \
-	" FROM eventhub.replica_status" \
-	" WHERE $1::text IS NULL OR organization_id = $1" \
-	" ORDER BY replica_id, organization_id"
+	" FROM eventhub.replica_status WHERE organization_id = $1" \
+	" ORDER BY replica_id"
 
-#define STATUS_JSON_SQL \
-	"SELECT json_build_object(" \
-	" 'organizations', COALESCE((SELECT json_agg(json_build_object(" \
-	"   'organization', s.organization, 'revision', s.revision, 'version_id', s.version_id," \
-	"   'updated_at', s.updated_at," \
-	"   'kept_events', (SELECT count(*) FROM eventhub.events e WHERE e.organization_id = s.organization))" \
-	"   ORDER BY s.organization)" \
-	"  FROM eventhub.organization_states s WHERE $1::text IS NULL OR s.organization = $1), '[]')," \
-	" 'replicas', COALESCE((SELECT json_agg(json_build_object(" \
-	"   'replica_id', r.replica_id, 'state', r.state, 'organization_id', r.organization_id," \
-	"   'head_revision', r.head_revision, 'applied_revision', r.applied_revision," \
-	"   'lag_revisions', r.lag_revisions," \
-	"   'behind_for_seconds', extract(epoch FROM r.behind_for)," \
-	"   'since_heartbeat_seconds', extract(epoch FROM r.since_heartbeat)," \
-	"   'applied_version_id', r.applied_version_id, 'applied_at', r.applied_at," \
-	"   'config_hash', r.config_hash, 'hash_agrees', r.hash_agrees, 'labels', r.labels," \
-	"   'version', r.version, 'started_at', r.started_at, 'last_heartbeat', r.last_heartbeat)" \
-	"   ORDER BY r.replica_id, r.organization_id)" \
-	"  FROM eventhub.replica_status r WHERE $1::text IS NULL OR r.organization_id = $1), '[]'))"
+#define STATUS_PROGRESS_JSON_SQL \
+	"SELECT COALESCE(json_agg(json_build_object(" \
+	" 'replica_id', r.replica_id, 'state', r.state, 'organization_id', r.organization_id," \
+	" 'head_revision', r.head_revision, 'applied_revision', r.applied_revision," \
+	" 'lag_revisions', r.lag_revisions," \
+	" 'behind_for_seconds', extract(epoch FROM r.behind_for)," \
+	" 'since_heartbeat_seconds', extract(epoch FROM r.since_heartbeat)," \
+	" 'applied_version_id', r.applied_version_id, 'applied_at', r.applied_at," \
+	" 'config_hash', r.config_hash, 'hash_agrees', r.hash_agrees)" \
+	" ORDER BY r.replica_id), '[]')" \
+	" FROM eventhub.replica_status r WHERE r.organization_id = $1"
 
-#define STATUS_LAGGING_SQL \
-	"SELECT replica_id, organization_id, lag_revisions FROM eventhub.replica_status" \
-	" WHERE state = 'live' AND lag_revisions > $2::bigint" \
-	" AND ($1::text IS NULL OR organization_id = $1)" \
-	" ORDER BY lag_revisions DESC, replica_id, organization_id"
+#define ORG_FILTER " WHERE s.organization = $1"
+#define ORG_FILTER_VIEW " WHERE organization_id = $2"
+
+/* Columns of the summary printed as a table; the others serve the probe and --json. */
+#define SUMMARY_TABLE_COLUMNS 9
+enum
+{
+	SUM_REPLICA, SUM_STATE, SUM_VERSION, SUM_ORGANIZATIONS, SUM_BEHIND, SUM_MAX_LAG,
+	SUM_MOST_BEHIND, SUM_BEHIND_FOR, SUM_SINCE_HEARTBEAT, SUM_OVER_LIMIT, SUM_LABELS,
+	SUM_STARTED_AT, SUM_LAST_HEARTBEAT, SUM_SINCE_HEARTBEAT_SECONDS, SUM_BEHIND_FOR_SECONDS
+};
+
+/* Writes the summary as a JSON array of objects. */
+static void
+print_summary_json(const PGresult *res)
+{
+	static const struct
+	{
+		int			column;
+		const char *key;
+		char		kind;		/* s: string, n: number, j: JSON */
+	}			fields[] = {
+		{SUM_REPLICA, "replica_id", 's'}, {SUM_STATE, "state", 's'}, {SUM_VERSION, "version", 's'},
+		{SUM_LABELS, "labels", 'j'}, {SUM_STARTED_AT, "started_at", 's'},
+		{SUM_LAST_HEARTBEAT, "last_heartbeat", 's'},
+		{SUM_SINCE_HEARTBEAT_SECONDS, "since_heartbeat_seconds", 'n'},
+		{SUM_ORGANIZATIONS, "organizations", 'n'}, {SUM_BEHIND, "organizations_behind", 'n'},
+		{SUM_MAX_LAG, "max_lag_revisions", 'n'}, {SUM_MOST_BEHIND, "most_behind_organization", 's'},
+		{SUM_BEHIND_FOR_SECONDS, "max_behind_for_seconds", 'n'},
+	};
+
+	fputc('[', stdout);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		fputs(i ? ", {" : "{", stdout);
+		for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+		{
+			const char *v = PQgetvalue(res, i, fields[f].column);
+
+			printf("%s\"%s\": ", f ? ", " : "", fields[f].key);
+			if (PQgetisnull(res, i, fields[f].column) ||
+				(fields[f].column == SUM_MOST_BEHIND && !v[0]) ||
+				(fields[f].column == SUM_VERSION && !v[0]))
+				fputs("null", stdout);
+			else if (fields[f].kind == 's')
+				json_string(stdout, v);
+			else
+				cli_put_json(stdout, v);
+		}
+		fputc('}', stdout);
+	}
+	fputc(']', stdout);
+}
+
+/*
+ * --fail-if-lag: names, on stderr, each live replica more than the limit
+ * behind, with the organization it is most behind on.  Returns how many.
+ */
+static int
+report_lagging(const PGresult *summary, int64_t limit)
+{
+	int			lagging = 0;
+
+	for (int i = 0; i < PQntuples(summary); i++)
+	{
+		long long	over = atoll(PQgetvalue(summary, i, SUM_OVER_LIMIT));
+
+		if (over == 0 || strcmp(PQgetvalue(summary, i, SUM_STATE), "live") != 0)
+			continue;
+		lagging++;
+		fputs("eventhub: replica \"", stderr);
+		cli_put_escaped(stderr, PQgetvalue(summary, i, SUM_REPLICA), 0);
+		fprintf(stderr, "\" is %s revisions behind on organization \"", PQgetvalue(summary, i, SUM_MAX_LAG));
+		cli_put_escaped(stderr, PQgetvalue(summary, i, SUM_MOST_BEHIND), 0);
+		fputc('"', stderr);
+		if (over > 1)
+			fprintf(stderr, " (and more than %lld behind on %lld other organizations)", (long long) limit, over - 1);
+		fputc('\n', stderr);
+	}
+	return lagging;
+}
 
 static int
 run_status(const cli_options *o)
 {
 	PGconn	   *conn = connect_or_report(o->conninfo);
-	PGresult   *res;
-	int			status = 0;
+	const char *org = o->norgs ? o->orgs[0] : NULL;
+	char		limit[24];
+	const char *summary_params[2];
+	PGresult   *orgs = NULL;
+	PGresult   *summary = NULL;
+	PGresult   *progress = NULL;
+	int			status = 1;
 
 	if (!conn)
 		return 1;
+
+	/*
+	 * No JIT: it compiles longer than these queries run.  No parallel plan:
+	 * the row-level security of organization_states and events calls
+	 * eventhub.has_organization_privilege(), which a parallel worker cannot
+	 * run.
+	 */
+	PQclear(PQexec(conn, "SET jit = off; SET max_parallel_workers_per_gather = 0"));
+
+	snprintf(limit, sizeof(limit), "%lld", (long long) (o->fail_if_lag >= 0 ? o->fail_if_lag : INT64_MAX));
+	summary_params[0] = limit;
+	summary_params[1] = org;
+	if (!(orgs = status_query(conn, o->json ? (org ? STATUS_ORGS_JSON_SQL(ORG_FILTER) : STATUS_ORGS_JSON_SQL(""))
+							  : (org ? STATUS_ORGS_SQL(ORG_FILTER) : STATUS_ORGS_SQL("")),
+							  org ? 1 : 0, &org)))
+		goto done;
+	if (org && !o->json && PQntuples(orgs) == 0)
+	{
+		fputs("eventhub: organization \"", stderr);
+		cli_put_escaped(stderr, org, 0);
+		fputs("\" is not registered\n", stderr);
+		goto done;
+	}
+	if ((o->json || o->fail_if_lag >= 0 || !org) &&
+		!(summary = status_query(conn, org ? STATUS_SUMMARY_SQL(ORG_FILTER_VIEW) : STATUS_SUMMARY_SQL(""),
+								 org ? 2 : 1, summary_params)))
+		goto done;
+	if (org && !(progress = status_query(conn, o->json ? STATUS_PROGRESS_JSON_SQL : STATUS_PROGRESS_SQL, 1, &org)))
+		goto done;
+
 	if (o->json)
 	{
-		if (!(res = status_query(conn, STATUS_JSON_SQL, o)))
-			status = 1;
-		else
+		fputs("{\"organizations\": ", stdout);
+		cli_put_json(stdout, PQgetvalue(orgs, 0, 0));
+		fputs(", \"replicas\": ", stdout);
+		print_summary_json(summary);
+		if (progress)
 		{
-			printf("%s\n", PQgetvalue(res, 0, 0));
-			PQclear(res);
+			fputs(", \"progress\": ", stdout);
+			cli_put_json(stdout, PQgetvalue(progress, 0, 0));
 		}
+		fputs("}\n", stdout);
 	}
-	else if (!(res = status_query(conn, STATUS_ORGS_SQL, o)))
-		status = 1;
 	else
 	{
-		if (PQntuples(res) == 0 && o->norgs)
-		{
-			fprintf(stderr, "eventhub: organization \"%s\" is not registered\n", o->orgs[0]);
-			status = 1;
-		}
+		print_table(orgs, PQnfields(orgs));
+		putchar('\n');
+		if (progress && PQntuples(progress) > 0)
+			print_table(progress, PQnfields(progress));
+		else if (!progress && PQntuples(summary) > 0)
+			print_table(summary, SUMMARY_TABLE_COLUMNS);
 		else
-			print_table(res);
-		PQclear(res);
-		if (status == 0 && (res = status_query(conn, STATUS_REPLICAS_SQL, o)) != NULL)
-		{
-			putchar('\n');
-			if (PQntuples(res) == 0)
-				printf("no replicas report heartbeats\n");
-			else
-				print_table(res);
-			PQclear(res);
-		}
-		else
-			status = 1;
+			printf("no replicas report heartbeats%s\n", org ? " on this organization" : "");
 	}
+	status = 0;
+	if (o->fail_if_lag >= 0 && report_lagging(summary, o->fail_if_lag) > 0)
+		status = EXIT_LAGGING;
 
-	if (status == 0 && o->fail_if_lag >= 0)
-	{
-		char		limit[24];
-		const char *params[2] = {o->norgs ? o->orgs[0] : NULL, limit};
-
-		snprintf(limit, sizeof(limit), "%lld", (long long) o->fail_if_lag);
-		res = PQexecParams(conn, STATUS_LAGGING_SQL, 2, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		{
-			report_result_error("status failed", res, conn);
-			status = 1;
-		}
-		else
-		{
-			for (int i = 0; i < PQntuples(res); i++)
-				fprintf(stderr, "eventhub: replica \"%s\" is %s revisions behind on organization \"%s\"\n",
-						PQgetvalue(res, i, 0), PQgetvalue(res, i, 2), PQgetvalue(res, i, 1));
-			if (PQntuples(res) > 0)
-				status = EXIT_LAGGING;
-		}
-		PQclear(res);
-	}
+done:
+	PQclear(orgs);
+	PQclear(summary);
+	PQclear(progress);
 	PQfinish(conn);
 	return status;
 }
@@ -509,7 +740,9 @@ run_cleanup(const cli_options *o)
 	}
 	if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
 	{
-		fprintf(stderr, "eventhub: --older-than must not be negative, not \"%s\"\n", o->older_than);
+		fputs("eventhub: --older-than must not be negative, not \"", stderr);
+		cli_put_escaped(stderr, o->older_than, 0);
+		fputs("\"\n", stderr);
 		PQclear(res);
 		PQfinish(conn);
 		return 1;
@@ -526,6 +759,7 @@ main(int argc, char **argv)
 	cli_options o;
 	char		err[256];
 	struct sigaction sa;
+	int			status;
 
 	if (argc == 2 && strcmp(argv[1], "--version") == 0)
 	{
@@ -534,7 +768,7 @@ main(int argc, char **argv)
 	}
 	if (cli_parse(argc, argv, &o, err, sizeof(err)) != 0)
 	{
-		fprintf(stderr, "eventhub: %s\n", err);
+		report("", err);
 		fprintf(stderr, "Try \"eventhub%s%s --help\".\n", o.command ? " " : "",
 				o.command == CMD_PUBLISH ? "publish" : o.command == CMD_WATCH ? "watch" :
 				o.command == CMD_STATUS ? "status" : o.command == CMD_CLEANUP ? "cleanup" : "");
@@ -558,18 +792,29 @@ main(int argc, char **argv)
 	sa.sa_flags = SA_RESETHAND;	/* a second signal ends the process at once */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* A closed stdout shows as EPIPE, so that watch can deregister first. */
+	signal(SIGPIPE, SIG_IGN);
 
 	switch (o.command)
 	{
 		case CMD_PUBLISH:
-			return run_publish(&o);
+			status = run_publish(&o);
+			break;
 		case CMD_WATCH:
-			return run_watch(&o);
+			status = run_watch(&o);
+			break;
 		case CMD_STATUS:
-			return run_status(&o);
+			status = run_status(&o);
+			break;
 		case CMD_CLEANUP:
-			return run_cleanup(&o);
+			status = run_cleanup(&o);
+			break;
 		default:
-			return EXIT_USAGE;
+			status = EXIT_USAGE;
+			break;
 	}
+	/* What a command printed last may still wait in the buffer. */
+	if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0)
+		status = errno == EPIPE ? EXIT_PIPE : 1;
+	return status;
 }

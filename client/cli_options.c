@@ -1,5 +1,6 @@
 /*
- * cli_options.c: command-line parsing of the eventhub tool.
+ * cli_options.c: command-line parsing of the eventhub tool, and the escaping
+ * of the database's strings in what it prints.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -118,6 +119,8 @@ parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
 	*out = v;
 	return 0;
 }
+
+static int	id_too_long(const char *flag, const char *id, char *err, size_t errlen);
 
 enum
 {
@@ -340,7 +343,18 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				snprintf(err, errlen, "%s needs a value", argv[first + optind - 1]);
 				return -1;
 			default:
-				snprintf(err, errlen, "unknown option \"%s\" for %s", argv[first + optind - 1], name);
+
+				/*
+				 * optopt is the unknown letter of a short option, which may
+				 * sit inside a cluster (-xyz) whose argument optind has not
+				 * passed yet; for an unknown long option it is 0 and optind
+				 * has moved past it.
+				 */
+				if (optopt != 0)
+					snprintf(err, errlen, "unknown option \"-%c\" for %s", optopt, name);
+				else
+					snprintf(err, errlen, "unknown option \"%.*s\" for %s",
+							 (int) strcspn(argv[first + optind - 1], "="), argv[first + optind - 1], name);
 				return -1;
 		}
 	}
@@ -436,7 +450,184 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		snprintf(err, errlen, "--org must not be empty");
 		return -1;
 	}
+
+	/* Ids the server would refuse at every call are refused here, once. */
+	for (int i = 0; i < opts->norgs; i++)
+		if (id_too_long("--org", opts->orgs[i], err, errlen))
+			return -1;
+	if (id_too_long("--org", opts->org, err, errlen) ||
+		id_too_long("--replica-id", opts->replica_id, err, errlen) ||
+		id_too_long("--correlation-id", opts->correlation_id, err, errlen))
+		return -1;
 	return 0;
 #undef ONLY_FOR
 #undef REQUIRED
+}
+
+/* Whether an id is over the server's limit; says so in err. */
+static int
+id_too_long(const char *flag, const char *id, char *err, size_t errlen)
+{
+	size_t		len = id ? strlen(id) : 0;
+
+	if (len <= CLI_MAX_ID_BYTES)
+		return 0;
+	snprintf(err, errlen, "%s is %zu bytes long; the limit is %d bytes", flag, len, CLI_MAX_ID_BYTES);
+	return 1;
+}
+
+/*
+ * Decodes one UTF-8 character at s into *cp; returns its length in bytes,
+ * or 0 when s does not start a well-formed one (overlong forms, surrogates
+ * and code points above U+10FFFF are not).
+ */
+static int
+utf8_decode(const unsigned char *s, uint32_t *cp)
+{
+	int			len;
+	unsigned char lo = 0x80,
+				hi = 0xBF;
+
+	if (s[0] < 0x80)
+	{
+		*cp = s[0];
+		return 1;
+	}
+	if (s[0] >= 0xC2 && s[0] <= 0xDF)
+		len = 2, *cp = s[0] & 0x1F;
+	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+	{
+		len = 3, *cp = s[0] & 0x0F;
+		if (s[0] == 0xE0)
+			lo = 0xA0;
+		else if (s[0] == 0xED)
+			hi = 0x9F;
+	}
+	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+	{
+		len = 4, *cp = s[0] & 0x07;
+		if (s[0] == 0xF0)
+			lo = 0x90;
+		else if (s[0] == 0xF4)
+			hi = 0x8F;
+	}
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (int i = 1; i < len; i++)
+	{
+		if (i > 1 && (s[i] < 0x80 || s[i] > 0xBF))
+			return 0;
+		*cp = (*cp << 6) | (s[i] & 0x3F);
+	}
+	return len;
+}
+
+/*
+ * Whether a code point above ASCII must not reach a terminal raw: the C1
+ * controls (U+009B is a CSI, like ESC [), the line and paragraph
+ * separators, and the marks, embeddings, overrides and isolates that
+ * reorder text.
+ */
+static int
+unsafe_code_point(uint32_t cp)
+{
+	return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+		(cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* One character of a string as a terminal gets it. */
+typedef struct text_unit
+{
+	char		text[8];		/* what to write */
+	int			len;			/* its length in bytes */
+	int			width;			/* its width in columns */
+	int			consumed;		/* bytes of the string it stands for */
+} text_unit;
+
+static void
+next_unit(const unsigned char *s, text_unit *u)
+{
+	uint32_t	cp;
+	int			n = utf8_decode(s, &cp);
+
+	u->consumed = n ? n : 1;
+	if (n == 0)
+		u->len = snprintf(u->text, sizeof(u->text), "\\x%02x", s[0]);
+	else if (cp == '\n')
+		u->len = snprintf(u->text, sizeof(u->text), "\\n");
+	else if (cp == '\r')
+		u->len = snprintf(u->text, sizeof(u->text), "\\r");
+	else if (cp == '\t')
+		u->len = snprintf(u->text, sizeof(u->text), "\\t");
+	else if (cp == '\\')
+		u->len = snprintf(u->text, sizeof(u->text), "\\\\");
+	else if (cp < 0x20 || cp == 0x7F)
+		u->len = snprintf(u->text, sizeof(u->text), "\\x%02x", (unsigned) cp);
+	else if (unsafe_code_point(cp))
+		u->len = snprintf(u->text, sizeof(u->text), "\\u%04x", (unsigned) cp);
+	else
+	{
+		memcpy(u->text, s, n);
+		u->len = n;
+		u->width = 1;
+		return;
+	}
+	u->width = u->len;
+}
+
+int
+cli_put_escaped(FILE *out, const char *str, int max_width)
+{
+	const unsigned char *s = (const unsigned char *) str;
+	text_unit	u;
+	int			total = 0;
+	int			width = 0;
+
+	/* Does it fit?  Stop measuring once it does not. */
+	if (max_width > 0)
+		for (const unsigned char *p = s; *p && total <= max_width; p += u.consumed)
+		{
+			next_unit(p, &u);
+			total += u.width;
+		}
+	for (const unsigned char *p = s; *p; p += u.consumed)
+	{
+		next_unit(p, &u);
+		if (max_width > 0 && total > max_width && width + u.width > max_width - 1)
+		{
+			if (out)
+				fputs("\u2026", out);	/* the ellipsis */
+			return width + 1;
+		}
+		if (out)
+			fwrite(u.text, 1, u.len, out);
+		width += u.width;
+	}
+	return width;
+}
+
+void
+cli_put_json(FILE *out, const char *json)
+{
+	const unsigned char *s = (const unsigned char *) json;
+	const unsigned char *run = s;	/* what goes out as it is */
+
+	while (*s)
+	{
+		uint32_t	cp;
+		int			n = utf8_decode(s, &cp);
+
+		if (n == 0)
+			n = 1;				/* not UTF-8 (nor representable): as it is */
+		else if (cp == 0x7F || unsafe_code_point(cp))
+		{
+			fwrite(run, 1, s - run, out);
+			fprintf(out, "\\u%04x", (unsigned) cp);
+			run = s + n;
+		}
+		s += n;
+	}
+	fwrite(run, 1, s - run, out);
 }

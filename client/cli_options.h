@@ -1,13 +1,21 @@
 /*
- * cli_options.h: command-line parsing of the eventhub tool, kept apart from
- * its I/O so that the unit tests can drive it.
+ * cli_options.h: command-line parsing of the eventhub tool and the escaping
+ * of what it prints, kept apart from its I/O so that the unit tests can
+ * drive them.
  */
 #ifndef EVENTHUB_CLI_OPTIONS_H
 #define EVENTHUB_CLI_OPTIONS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #define CLI_MAX_ORGS 1024
+
+/* The server's limit on organization, replica and correlation ids. */
+#define CLI_MAX_ID_BYTES 1024
+
+/* The widest cell of a table, in characters, the ellipsis included. */
+#define CLI_CELL_WIDTH 48
 
 typedef enum cli_command
 {
@@ -64,5 +72,25 @@ int			cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errl
 
 /* Usage text of a command (CMD_NONE: the overview). */
 const char *cli_usage(cli_command command);
+
+/*
+ * Writes str for a terminal, to out (NULL: only measures): every character
+ * that could move the cursor, change the terminal's state or reorder what
+ * it shows is escaped visibly: C0 controls and DEL as \n, \r, \t or \xNN,
+ * C1 controls (U+0080 to U+009F), U+2028, U+2029 and the bidirectional
+ * controls as \uNNNN, bytes that are not UTF-8 as \xNN, and a backslash as
+ * \\.  With max_width > 0, a string wider than max_width characters is cut
+ * to max_width - 1 and ends with an ellipsis; an escape is never cut.
+ * Returns the width written, one column per character.
+ */
+int			cli_put_escaped(FILE *out, const char *str, int max_width);
+
+/*
+ * Writes JSON text produced elsewhere (jsonb output, json_build_object,
+ * a quoted string) to out, with DEL, the C1 controls, U+2028, U+2029 and
+ * the bidirectional controls as \uNNNN escapes.  Outside strings JSON has
+ * none of them, so the value the text stands for does not change.
+ */
+void		cli_put_json(FILE *out, const char *json);
 
 #endif							/* EVENTHUB_CLI_OPTIONS_H */

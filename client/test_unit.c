@@ -194,6 +194,72 @@ test_cli(void)
 	check(parse(&o, err, "watch", "--help", NULL) == 0 && o.help && o.command == CMD_WATCH &&
 		  strstr(cli_usage(CMD_WATCH), "--no-listen"), "cli: watch --help");
 	check(parse(&o, err, "-d", NULL) == -1, "cli: -d without a value");
+	check(parse(&o, err, "publish", "-xyz", NULL) == -1 && strstr(err, "\"-x\"") && !strstr(err, "publish\""),
+		  "cli: an unknown short option in a cluster is named by its letter");
+	check(parse(&o, err, "watch", "--org", "a", "--bogus=1", NULL) == -1 && strstr(err, "\"--bogus\""),
+		  "cli: an unknown long option is named without its value");
+	{
+		char		id[1026];
+
+		memset(id, 'o', 1025);
+		id[1025] = '\0';
+		check(parse(&o, err, "watch", "--org", id, NULL) == -1 && strstr(err, "1025 bytes"),
+			  "cli: an --org over 1024 bytes is refused at parse");
+		check(parse(&o, err, "watch", "--org", "a", "--replica-id", id, NULL) == -1 &&
+			  strstr(err, "--replica-id"), "cli: a --replica-id over 1024 bytes is refused at parse");
+		id[1024] = '\0';
+		check(parse(&o, err, "watch", "--org", id, NULL) == 0, "cli: an --org of 1024 bytes is fine");
+	}
+}
+
+/* What cli_put_escaped writes for str at max_width, and the width it returns. */
+static const char *
+escaped(const char *str, int max_width, int *width)
+{
+	static char buf[512];
+	FILE	   *f = fmemopen(buf, sizeof(buf) - 1, "w");
+
+	*width = cli_put_escaped(f, str, max_width);
+	fputc('\0', f);
+	fclose(f);
+	buf[sizeof(buf) - 1] = '\0';
+	return buf;
+}
+
+static const char *
+jsoned(const char *json)
+{
+	static char buf[512];
+	FILE	   *f = fmemopen(buf, sizeof(buf) - 1, "w");
+
+	cli_put_json(f, json);
+	fputc('\0', f);
+	fclose(f);
+	buf[sizeof(buf) - 1] = '\0';
+	return buf;
+}
+
+static void
+test_escaping(void)
+{
+	int			w;
+
+	check(strcmp(escaped("acme", 0, &w), "acme") == 0 && w == 4, "escape: plain text as it is");
+	check(strcmp(escaped("a\x1b[2Jb", 0, &w), "a\\x1b[2Jb") == 0 && w == 9, "escape: ESC is shown, not sent");
+	check(strcmp(escaped("x\ny\rz\t\\", 0, &w), "x\\ny\\rz\\t\\\\") == 0, "escape: newline, return, tab, backslash");
+	check(strcmp(escaped("\x7f", 0, &w), "\\x7f") == 0, "escape: DEL");
+	check(strcmp(escaped("a\xc2\x9b" "1m", 0, &w), "a\\u009b1m") == 0, "escape: the C1 CSI");
+	check(strcmp(escaped("\xe2\x80\xae" "evil", 0, &w), "\\u202eevil") == 0, "escape: a bidirectional override");
+	check(strcmp(escaped("caf\xc3\xa9", 0, &w), "caf\xc3\xa9") == 0 && w == 4, "escape: UTF-8 letters as they are, one column each");
+	check(strcmp(escaped("\xff\xc0\x80", 0, &w), "\\xff\\xc0\\x80") == 0, "escape: bytes that are not UTF-8 (overlong too)");
+	check(strcmp(escaped("abcdefghij", 5, &w), "abcd\xe2\x80\xa6") == 0 && w == 5, "escape: a wide cell is cut with an ellipsis");
+	check(strcmp(escaped("abcde", 5, &w), "abcde") == 0 && w == 5, "escape: a cell that fits is not cut");
+	check(strcmp(escaped("abc\x1b", 5, &w), "abc\xe2\x80\xa6") == 0 && w == 4, "escape: an escape is never cut in half");
+	check(escaped("abcdefghij", 5, &w) && w == 5 && cli_put_escaped(NULL, "abcdefghij", 5) == 5,
+		  "escape: measuring gives the width written");
+	check(strcmp(jsoned("\"a\\u001b\xc2\x9b\xe2\x80\xa8\x7f\""), "\"a\\u001b\\u009b\\u2028\\u007f\"") == 0,
+		  "json: C1, line separator and DEL as \\u escapes, the rest exact");
+	check(strcmp(jsoned("{\"k\": \"caf\xc3\xa9\"}"), "{\"k\": \"caf\xc3\xa9\"}") == 0, "json: UTF-8 text as it is");
 }
 
 static void
@@ -400,6 +466,7 @@ main(void)
 	test_map();
 	test_strbuf();
 	test_cli();
+	test_escaping();
 	test_library_options();
 	printf("1..%d\n", tests);
 	if (failures)

@@ -28,6 +28,17 @@
 
 #include "eventhub.h"
 
+/*
+ * What a heartbeat may carry.  Each goes into replica_status and the CLI's
+ * output, once per replica (labels, version) or per replica and
+ * organization (config_hash): the limits keep a replica following 100,000
+ * organizations to megabytes there.  A hash is 64 hex digits for SHA-256;
+ * 256 bytes leaves room for a prefix or SHA-512 in hex.
+ */
+#define MAX_LABELS_BYTES 4096	/* as JSON text, labels::text */
+#define MAX_VERSION_BYTES 256
+#define MAX_CONFIG_HASH_BYTES 256
+
 PG_FUNCTION_INFO_V1(heartbeat);
 PG_FUNCTION_INFO_V1(deregister_replica);
 PG_FUNCTION_INFO_V1(remove_replica);
@@ -68,15 +79,15 @@ LooksLikeUuid(const char *s, int len)
 }
 
 /*
- * Converts a JSON number to an int64 if it is an integer in range.
+ * Converts a JSON number to an int64 if it is written as an integer (no
+ * fraction: 5 or 5e0, not 5.0) and in range.
  */
 static bool
 NumericToInt64(Numeric n, int64 *out)
 {
 	Datum		d = NumericGetDatum(n);
-	Datum		truncated = DirectFunctionCall2(numeric_trunc, d, Int32GetDatum(0));
 
-	if (!DatumGetBool(DirectFunctionCall2(numeric_eq, d, truncated)) ||
+	if (DatumGetInt32(DirectFunctionCall1(numeric_scale, d)) != 0 ||
 		DatumGetBool(DirectFunctionCall2(numeric_gt, d,
 										 NumericGetDatum(int64_to_numeric(PG_INT64_MAX)))) ||
 		DatumGetBool(DirectFunctionCall2(numeric_lt, d,
@@ -153,6 +164,13 @@ ParseProgressEntry(const char *org, JsonbValue *value, ProgressEntry *e)
 		}
 		else if (strcmp(key, "config_hash") == 0)
 		{
+			if (v.type == jbvString && v.val.string.len > MAX_CONFIG_HASH_BYTES)
+				ereport(ERROR,
+						(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+						 errmsg("config_hash of organization \"%s\" is too long", org),
+						 errdetail("It is %d bytes long; the limit is %d bytes.",
+								   v.val.string.len, MAX_CONFIG_HASH_BYTES),
+						 errhint("Report a hash of the configuration, not the configuration.")));
 			if (v.type == jbvString)
 				e->config_hash = PointerGetDatum(cstring_to_text_with_len(v.val.string.val,
 																		  v.val.string.len));
@@ -204,11 +222,15 @@ ParseProgress(Jsonb *progress, int *count)
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		len = v.val.string.len;
-		if (len == 0 || len > EVENTHUB_MAX_ID_BYTES)
+		if (len == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid organization id in progress"),
-					 errdetail("Organization ids are 1 to %d bytes long.", EVENTHUB_MAX_ID_BYTES)));
+					 errmsg("organization id in progress must not be empty")));
+		if (len > EVENTHUB_MAX_ID_BYTES)
+			ereport(ERROR,
+					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+					 errmsg("organization id in progress is too long"),
+					 errdetail("It is %d bytes long; the limit is %d bytes.", len, EVENTHUB_MAX_ID_BYTES)));
 		org = pnstrdup(v.val.string.val, len);
 		if (!EventhubHasOrgPrivilege(caller, org, len, EVENTHUB_PRIV_READ))
 			ereport(ERROR,
@@ -221,6 +243,28 @@ ParseProgress(Jsonb *progress, int *count)
 	}
 	*count = n;
 	return entries;
+}
+
+/*
+ * Checks a heartbeat's labels: a JSON object of at most MAX_LABELS_BYTES
+ * as text.
+ */
+static void
+CheckLabels(Jsonb *labels)
+{
+	int			len;
+
+	if (!JB_ROOT_IS_OBJECT(labels))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("labels must be a JSON object")));
+	len = strlen(JsonbToCString(NULL, &labels->root, VARSIZE(labels)));
+	if (len > MAX_LABELS_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("labels are too long"),
+				 errdetail("They are %d bytes long as JSON text; the limit is %d bytes.",
+						   len, MAX_LABELS_BYTES)));
 }
 
 /*
@@ -394,10 +438,14 @@ heartbeat(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("progress must not be null"),
 				 errhint("Pass '{}' for a replica that follows no organization.")));
-	if (!PG_ARGISNULL(2) && !JB_ROOT_IS_OBJECT(PG_GETARG_JSONB_P(2)))
+	if (!PG_ARGISNULL(2))
+		CheckLabels(PG_GETARG_JSONB_P(2));
+	if (!PG_ARGISNULL(3) && VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)) > MAX_VERSION_BYTES)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("labels must be a JSON object")));
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("version is too long"),
+				 errdetail("It is %d bytes long; the limit is %d bytes.",
+						   (int) VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)), MAX_VERSION_BYTES)));
 	entries = ParseProgress(PG_GETARG_JSONB_P(1), &n);
 
 	saved = EventhubBeginWrite();

@@ -102,6 +102,19 @@ SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5, "config_hash": 
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.heartbeat('replica-a', '{"": {"revision": 0}}');
 \echo :LAST_ERROR_SQLSTATE
+-- a revision written with a fraction is not an integer, even 5.0
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 5.0}}');
+\echo :LAST_ERROR_SQLSTATE
+-- size limits: organization ids 1024 bytes, config_hash and version 256,
+-- labels 4096 as JSON text
+SELECT eventhub.heartbeat('replica-a', jsonb_build_object(repeat('o', 1025), '{"revision": 0}'::jsonb));
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', jsonb_build_object('acme', jsonb_build_object('revision', 5, 'config_hash', repeat('h', 257))));
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{}', NULL, repeat('v', 257));
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{}', jsonb_build_object('note', repeat('x', 4085)));
+\echo :LAST_ERROR_SQLSTATE
 -- one bad organization among good ones: nothing of the call is written
 SELECT eventhub.heartbeat('replica-new', '{"acme": {"revision": 1}, "globex": {"revision": 99}}');
 \echo :LAST_ERROR_SQLSTATE
@@ -113,6 +126,16 @@ SELECT (SELECT count(*) FROM eventhub.replicas) = b.replicas AS same_replicas,
   FROM before b;
 -- An organization not yet published to, at revision 0, is fine.
 SELECT eventhub.heartbeat('replica-a', '{"nobody": {"revision": 0}}');
+-- So are values at the limits, and an integer in exponent notation.
+SELECT eventhub.heartbeat('replica-limits',
+    jsonb_build_object(repeat('o', 1024), '{"revision": 0}'::jsonb,
+                       'acme', jsonb_build_object('revision', 5e0, 'config_hash', repeat('h', 256))),
+    jsonb_build_object('note', repeat('x', 4084)), repeat('v', 256));
+SELECT length(labels::text) AS labels_bytes, length(version) AS version_bytes,
+       (SELECT max(length(config_hash)) FROM eventhub.replica_progress p WHERE p.replica_id = r.replica_id) AS hash_bytes,
+       (SELECT max(length(organization_id)) FROM eventhub.replica_progress p WHERE p.replica_id = r.replica_id) AS id_bytes
+  FROM eventhub.replicas r WHERE replica_id = 'replica-limits';
+SELECT eventhub.deregister_replica('replica-limits');
 
 --
 -- Retention waits for live replicas, up to eventhub.max_retention.
@@ -158,5 +181,22 @@ RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 SELECT replica_id FROM eventhub.replicas ORDER BY 1;
 SELECT count(*) AS progress_of_removed FROM eventhub.replica_progress WHERE replica_id = 'replica-b';
+
+-- Hashes are compared at the same applied revision only, and with live
+-- replicas only; a replica without a hash compares nothing.
+SELECT eventhub.heartbeat('hash-1', '{"acme": {"revision": 4, "config_hash": "x"}}'),
+       eventhub.heartbeat('hash-2', '{"acme": {"revision": 4, "config_hash": "x"}}'),
+       eventhub.heartbeat('hash-3', '{"acme": {"revision": 3, "config_hash": "y"}}'),
+       eventhub.heartbeat('hash-4', '{"acme": {"revision": 4}}');
+SELECT replica_id, applied_revision, config_hash, hash_agrees
+  FROM eventhub.replica_status WHERE replica_id LIKE 'hash-%' ORDER BY 1;
+SELECT eventhub.heartbeat('hash-3', '{"acme": {"revision": 4, "config_hash": "y"}}');
+SELECT replica_id, applied_revision, config_hash, hash_agrees
+  FROM eventhub.replica_status WHERE replica_id LIKE 'hash-%' ORDER BY 1;
+SET eventhub.protect_tables = off;  -- the fixture changes times directly
+UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 'hash-3';
+RESET eventhub.protect_tables;
+SELECT replica_id, state, config_hash, hash_agrees
+  FROM eventhub.replica_status WHERE replica_id LIKE 'hash-%' ORDER BY 1;
 
 DROP EXTENSION eventhub;

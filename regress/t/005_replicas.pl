@@ -136,16 +136,22 @@ my ($ret, $status_out, $status_err) = (0, '', '');
 IPC::Run::run([ $cli, '-d', $connstr, 'status', '--fail-if-lag', '2' ], '>', \$status_out, '2>', \$status_err);
 is($? >> 8, 4, 'status --fail-if-lag 2 exits 4 with a replica 3 behind');
 like($status_err, qr/replica "lagger" is 3 revisions behind on organization "slow"/, 'and names it');
-like($status_out, qr/^lagger\s+live\s+slow\s+1\s+4\s+3\s/m, 'the replica table shows its lag');
+like($status_out, qr/^lagger\s+live\s+1\s+1\s+3\s+slow\s/m,
+	'the replica summary shows its organizations, how many it is behind on, by how much and where');
 IPC::Run::run([ $cli, '-d', $connstr, 'status', '--fail-if-lag', '3' ], '>', \$status_out, '2>', \$status_err);
 is($? >> 8, 0, 'status --fail-if-lag 3 exits 0');
 IPC::Run::run([ $cli, '-d', $connstr, 'status', '--json', '--org', 'slow' ], '>', \$status_out, '2>', \$status_err);
 my $doc = decode_json($status_out);
 is_deeply(
 	[ map { [ $_->{replica_id}, $_->{state}, $_->{applied_revision}, $_->{head_revision}, $_->{lag_revisions} ] }
-		  @{ $doc->{replicas} } ],
+		  @{ $doc->{progress} } ],
 	[ [ 'lagger', 'live', 1, 4, 3 ] ],
-	'status --json lists the replica with its lag');
+	'status --json --org lists each replica\'s progress on it');
+is_deeply(
+	[ map { [ $_->{replica_id}, $_->{organizations}, $_->{organizations_behind}, $_->{max_lag_revisions},
+				$_->{most_behind_organization} ] } @{ $doc->{replicas} } ],
+	[ [ 'lagger', 1, 1, 3, 'slow' ] ],
+	'and summarizes the replica');
 is($doc->{organizations}[0]{kept_events}, 4, 'status --json counts the kept events');
 
 # Past max_retention the events go anyway, and the laggard must resync.

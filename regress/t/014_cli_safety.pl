@@ -1,0 +1,143 @@
+# 014_cli_safety.pl: what the CLI prints cannot be turned against the
+# terminal that shows it, watch ends cleanly (deregistered) when its reader
+# goes away, ids the server would refuse are refused at the start, and
+# `eventhub status` stays a usable probe with 100,000 organizations and ten
+# replicas, for the operator role the README grants.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use Encode;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
+my $cli = "$work/client/eventhub";
+my $node = PostgreSQL::Test::Cluster->new('cli_safety');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eventhub'\neventhub.database = 'postgres'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $connstr = $node->connstr('postgres');
+
+sub cli
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $cli, @_ ], '<', \'', '>', \$out, '2>', \$err);
+	return ($? >> 8, $out, $err);
+}
+
+#
+# A publisher names an organization to rewrite an operator's screen.
+#
+my $evil = "evil\e[2J\e]0;pwned\a\nfake-row 999 \x{c2}\x{9b}31m\x{e2}\x{80}\x{ae}";
+$node->safe_psql('postgres',
+	"SELECT eventhub.publish_event(convert_from('\\x" . unpack('H*', $evil) . "', 'UTF8'),
+	   'API', 'CREATE', 'e', NULL, '{\"k\": \"v\\u001b[0m\"}')");
+my $long = 'w' x 600;
+$node->safe_psql('postgres', "SELECT eventhub.register_organization('$long')");
+$node->safe_psql('postgres', "SELECT eventhub.heartbeat('rep-hash', '{\"$long\": {\"revision\": 0, \"config_hash\": \"" . ('h' x 256) . "\"}}')");
+
+my ($rc, $out, $err) = cli('-d', $connstr, 'status');
+is($rc, 0, 'status exits 0');
+unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]/, 'no control character but the newline reaches the terminal');
+unlike($out, qr/\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'nor a C1 control or a bidirectional override');
+like($out, qr/^evil\\x1b\[2J\\x1b\]0;pwned\\x07\\nfake-row 999 \x{e2}\x{80}\x{a6}/m,
+	'the id is shown with its controls escaped, on its own row');
+unlike($out, qr/^fake-row/m, 'and cannot fake a row');
+my $widest = 0;
+for (split /\n/, $out) { $widest = length($_) if length($_) > $widest; }
+cmp_ok($widest, '<', 250, "a 600-byte id and a 256-byte hash do not widen the tables (widest line $widest)");
+like($out, qr/^w{47}\x{e2}\x{80}\x{a6}/m, 'an over-wide cell ends with an ellipsis');
+
+($rc, $out) = cli('-d', $connstr, 'status', '--json');
+my $doc = decode_json($out);
+my ($org) = grep { $_->{organization} =~ /^evil/ } @{ $doc->{organizations} };
+is($org->{organization}, Encode::decode('UTF-8', $evil), 'status --json gives the id exactly');
+unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'as escapes, not raw');
+
+($rc, $out) = cli('-d', $connstr, 'watch', '--org', Encode::decode('UTF-8', $evil), '--after', '0', '--count', '1');
+is($rc, 0, 'watch of that organization exits 0');
+my $line = decode_json($out);
+is($line->{organization_id}, Encode::decode('UTF-8', $evil), 'watch prints the id exactly, as JSON');
+is($line->{event_data}{k}, "v\e[0m", 'and the event data');
+unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'escaped, not raw');
+
+#
+# Ids over 1024 bytes are refused when parsed: exit 2, nothing runs.
+#
+($rc, $out, $err) = cli('-d', $connstr, 'watch', '--org', 'o' x 1025, '--replica-id', 'r-long');
+is($rc, 2, 'watch --org with 1025 bytes exits 2');
+like($err, qr/--org is 1025 bytes long; the limit is 1024 bytes/, 'and says why');
+is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r-long'"),
+	'0', 'no replica was registered');
+($rc, $out, $err) = cli('-d', $connstr, 'publish', '-xyz');
+is($rc, 2, 'an unknown short option is a usage error');
+like($err, qr/unknown option "-x" for publish/, 'named by its letter, not by the command');
+
+#
+# watch ... | head -1: the reader goes away; watch deregisters and exits 141.
+#
+$node->safe_psql('postgres', "SELECT eventhub.publish_event('piped', 'API', 'CREATE', 'e' || i, NULL, '{}')
+	FROM generate_series(1, 3) i");
+my $flag = "$PostgreSQL::Test::Utils::tmp_check/reader-done";
+my $status_file = "$PostgreSQL::Test::Utils::tmp_check/watch-status";
+my $first = "$PostgreSQL::Test::Utils::tmp_check/first-line";
+my $pipeline = IPC::Run::start([
+		'bash', '-c',
+		qq{"\$0" -d "\$1" watch --org piped --after 0 --replica-id piped-r --heartbeat-interval 100 |
+		   { head -1 > "$first"; while [ ! -e "$flag" ]; do sleep 0.05; done; };
+		   echo "\${PIPESTATUS[0]}" > "$status_file"},
+		$cli, $connstr ]);
+$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'")
+  or die 'the piped watch did not register';
+pass('the piped watch registered its replica');
+open(my $fh, '>', $flag) or die;
+close $fh;
+my $t0 = time;
+$pipeline->finish;
+my $took = time - $t0;
+is(slurp_file($status_file), "141\n", 'watch exits 141 once its reader is gone (as a SIGPIPE would)');
+cmp_ok($took, '<', 10, sprintf('promptly (%.1f s)', $took));
+is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'piped-r'"),
+	'0', 'and deregistered its replica');
+like(slurp_file($first), qr/"revision": 1,/, 'the reader got the first event');
+
+#
+# status with 100,000 organizations and ten replicas following all of them,
+# as the README's operator role.
+#
+$node->safe_psql('postgres', q{
+	SELECT eventhub.register_organization('org-' || i) FROM generate_series(1, 100000) i;
+	SELECT eventhub.heartbeat('replica-' || r,
+		(SELECT jsonb_object_agg('org-' || i, jsonb_build_object('revision', 0)) FROM generate_series(1, 100000) i))
+	  FROM generate_series(1, 10) r;
+	SELECT eventhub.publish_event('org-' || i, 'API', 'CREATE', 'e', NULL, '{}') FROM generate_series(1, 5) i;
+	CREATE ROLE gateway_operator LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO gateway_operator;
+	GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_status TO gateway_operator;
+	ANALYZE;
+});
+my $opconn = $node->connstr('postgres') . ' user=gateway_operator';
+$t0 = time;
+($rc, $out, $err) = cli('-d', $opconn, 'status', '--fail-if-lag', '0');
+$took = time - $t0;
+is($rc, 4, 'the operator role runs status --fail-if-lag 0: exit 4, replicas are behind') or diag($err);
+like($err, qr/replica "replica-1" is 1 revisions behind on organization "org-\d" \(and more than 0 behind on 4 other organizations\)/,
+	'each lagging replica is named once, with the organization it is most behind on');
+is(scalar(() = $err =~ /^eventhub: replica /mg), 10, 'ten lines for ten replicas, not 50');
+like($out, qr/^replica-1\s+live\s+100000\s+5\s+1\s+org-\d/m, 'one summary row per replica');
+# Minutes before this summary; a generous bound keeps a slow machine green.
+cmp_ok($took, '<', 15, sprintf('status over a million progress rows took %.1f s', $took));
+note(sprintf('status --fail-if-lag with 100,000 organizations and 10 replicas: %.2f s', $took));
+
+($rc, $out, $err) = cli('-d', $opconn, 'status', '--org', 'org-3');
+is($rc, 0, 'status --org as the operator');
+is(scalar(() = $out =~ /^replica-\d+\s+live\s+org-3\s+0\s+1\s+1\s/mg), 10, 'each replica\'s progress on that organization');
+
+$node->stop;
+done_testing();
