@@ -186,6 +186,7 @@ run_publish(const cli_options *o)
 		fprintf(stderr, "eventhub: out of memory\n");
 		return 1;
 	}
+	eh_set_listen(c, 0);		/* it follows nothing: no LISTEN probe */
 	rc = eh_connect(c);
 	if (rc == EH_OK)
 		rc = eh_publish(c, o->org, o->type, o->action, o->entity, o->correlation_id, o->data, &revision);
@@ -297,6 +298,14 @@ run_watch(const cli_options *o)
 		eh_set_poll_interval(c, o->poll_interval_ms);
 	if (o->fallback_poll_interval_ms)
 		eh_set_fallback_poll_interval(c, o->fallback_poll_interval_ms);
+	if ((o->batch_bytes && eh_set_batch_bytes(c, o->batch_bytes) != EH_OK) ||
+		(o->query_timeout_ms && eh_set_query_timeout(c, o->query_timeout_ms) != EH_OK) ||
+		(o->all && eh_subscribe_all(c, o->after == 0 ? 0 : EH_FROM_HEAD) != EH_OK))
+	{
+		report("", eh_error_message(c));
+		eh_client_free(c);
+		return EXIT_USAGE;
+	}
 	if (o->replica_id &&
 		(eh_set_replica(c, o->replica_id, o->labels, EVENTHUB_VERSION) != EH_OK ||
 		 (o->heartbeat_interval_ms && eh_set_heartbeat_interval(c, o->heartbeat_interval_ms) != EH_OK) ||

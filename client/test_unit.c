@@ -150,6 +150,19 @@ test_cli(void)
 		  o.after == 0 && o.count == 5 && o.timeout_s == 2.5 && o.poll_interval_ms == 100 && o.no_listen,
 		  "cli: watch with every option");
 	check(parse(&o, err, "watch", NULL) == -1 && strstr(err, "--org"), "cli: watch needs --org");
+	check(parse(&o, err, "watch", "--all", NULL) == 0 && o.all && o.norgs == 0 && o.after == -1,
+		  "cli: watch --all, from the heads");
+	check(parse(&o, err, "watch", "--all", "--after", "0", "--batch-bytes", "65536", "--query-timeout", "2000",
+				NULL) == 0 && o.all && o.after == 0 && o.batch_bytes == 65536 && o.query_timeout_ms == 2000,
+		  "cli: watch --all --after 0 with a byte bound and a query timeout");
+	check(parse(&o, err, "watch", "--all", "--org", "a", NULL) == -1 && strstr(err, "--all"),
+		  "cli: --all does not take --org");
+	check(parse(&o, err, "watch", "--all", "--after", "5", NULL) == -1 && strstr(err, "--after 0"),
+		  "cli: --all resumes from nowhere but 0");
+	check(parse(&o, err, "watch", "--org", "a", "--batch-bytes", "100", NULL) == -1 && strstr(err, "1024"),
+		  "cli: --batch-bytes below 1024");
+	check(parse(&o, err, "status", "--all", NULL) == -1 && strstr(err, "does not take"),
+		  "cli: status does not take --all");
 	check(parse(&o, err, "watch", "--org", "a", "--org", "a", NULL) == -1 && strstr(err, "twice"),
 		  "cli: watch refuses an organization twice");
 	check(parse(&o, err, "watch", "--org", "a", "--after", "-1", NULL) == -1, "cli: negative --after");
