@@ -154,8 +154,12 @@ typedef struct sub_thread
 				cap;
 	int64_t		start_cursor;
 	int			failed;
-	eh_stats	at_ready;
-	eh_stats	at_end;
+	uint64_t	polls_ready,
+				polls_end;
+	uint64_t	notes_ready,
+				notes_end;
+	uint64_t	fetches_ready,
+				fetches_end;
 	double		t_ready;		/* CLOCK_MONOTONIC */
 	double		t_end;
 } sub_thread;
@@ -207,7 +211,9 @@ sub_main(void *arg)
 			fprintf(stderr, "eh_bench: %s\n", eh_error_message(c));
 	}
 	t->start_cursor = eh_cursor(c, sub_org);
-	eh_get_stats(c, &t->at_ready);
+	t->polls_ready = eh_stat(c, EH_STAT_POLLS);
+	t->notes_ready = eh_stat(c, EH_STAT_NOTIFICATIONS);
+	t->fetches_ready = eh_stat(c, EH_STAT_FETCHES);
 	t->t_ready = now_s(CLOCK_MONOTONIC);
 	atomic_fetch_add(&sub_ready, 1);
 
@@ -234,7 +240,9 @@ sub_main(void *arg)
 		if (eh_wait(c, 50) < 0)
 			fprintf(stderr, "eh_bench: %s\n", eh_error_message(c));
 	}
-	eh_get_stats(c, &t->at_end);
+	t->polls_end = eh_stat(c, EH_STAT_POLLS);
+	t->notes_end = eh_stat(c, EH_STAT_NOTIFICATIONS);
+	t->fetches_end = eh_stat(c, EH_STAT_FETCHES);
 	t->t_end = now_s(CLOCK_MONOTONIC);
 	return NULL;
 }
@@ -301,11 +309,11 @@ run_sub(int n, const char *ready_file, const char *lat_file)
 
 		memcpy(all + total, t->lat, t->n * sizeof(double));
 		total += t->n;
-		polls += t->at_end.polls - t->at_ready.polls;
+		polls += t->polls_end - t->polls_ready;
 		if (t->t_end > t->t_ready)
-			poll_rate += (t->at_end.polls - t->at_ready.polls) / (t->t_end - t->t_ready);
-		notes += t->at_end.notifications - t->at_ready.notifications;
-		fetches += t->at_end.fetches - t->at_ready.fetches;
+			poll_rate += (t->polls_end - t->polls_ready) / (t->t_end - t->t_ready);
+		notes += t->notes_end - t->notes_ready;
+		fetches += t->fetches_end - t->fetches_ready;
 		failed += t->failed;
 		if (target > 0)
 			expected += target - t->start_cursor;

@@ -165,13 +165,11 @@ report_result_error(const char *what, const PGresult *res, const PGconn *conn)
 static void
 log_to_stderr(eh_client *client, eh_log_level level, const char *message, void *arg)
 {
-	static const char *const names[] = {"debug", "info", "warning", "error"};
-
 	char		prefix[16];
 
 	(void) client;
 	(void) arg;
-	snprintf(prefix, sizeof(prefix), "%s: ", names[level]);
+	snprintf(prefix, sizeof(prefix), "%s: ", eh_log_level_name(level));
 	if (level >= EH_LOG_INFO && level < EH_LOG_ERROR)
 		report(prefix, message);
 }
@@ -188,6 +186,7 @@ run_publish(const cli_options *o)
 		fprintf(stderr, "eventhub: out of memory\n");
 		return 1;
 	}
+	eh_set_listen(c, 0);		/* it follows nothing: no LISTEN probe */
 	rc = eh_connect(c);
 	if (rc == EH_OK)
 		rc = eh_publish(c, o->org, o->type, o->action, o->entity, o->correlation_id, o->data, &revision);
@@ -262,7 +261,6 @@ print_event(eh_client *client, const eh_event *ev, void *arg)
 static void
 print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_t head, void *arg)
 {
-	static const char *const reasons[] = {"", "history_removed", "cursor_ahead", "version_mismatch"};
 	const char *version = eh_cursor_version(client, org);
 	watch_state *w = arg;
 
@@ -270,7 +268,7 @@ print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_
 		return;
 	fputs("{\"resync\": true, \"organization_id\": ", stdout);
 	json_string(stdout, org);
-	printf(", \"reason\": \"%s\", \"head_revision\": %lld", reasons[reason], (long long) head);
+	printf(", \"reason\": \"%s\", \"head_revision\": %lld", eh_resync_reason_name(reason), (long long) head);
 	if (version)
 		json_field(stdout, "head_version_id", version);
 	fputs("}\n", stdout);
@@ -300,6 +298,14 @@ run_watch(const cli_options *o)
 		eh_set_poll_interval(c, o->poll_interval_ms);
 	if (o->fallback_poll_interval_ms)
 		eh_set_fallback_poll_interval(c, o->fallback_poll_interval_ms);
+	if ((o->batch_bytes && eh_set_batch_bytes(c, o->batch_bytes) != EH_OK) ||
+		(o->query_timeout_ms && eh_set_query_timeout(c, o->query_timeout_ms) != EH_OK) ||
+		(o->all && eh_subscribe_all(c, o->after == 0 ? 0 : EH_FROM_HEAD) != EH_OK))
+	{
+		report("", eh_error_message(c));
+		eh_client_free(c);
+		return EXIT_USAGE;
+	}
 	if (o->replica_id &&
 		(eh_set_replica(c, o->replica_id, o->labels, EVENTHUB_VERSION) != EH_OK ||
 		 (o->heartbeat_interval_ms && eh_set_heartbeat_interval(c, o->heartbeat_interval_ms) != EH_OK) ||
@@ -387,7 +393,8 @@ run_watch(const cli_options *o)
 		fds[1].fd = STDOUT_FILENO;	/* POLLERR once a pipe's reader is gone */
 		fds[1].events = 0;
 		fds[2].fd = eh_socket(c);	/* changes after a reconnect */
-		fds[2].events = POLLIN;
+		fds[2].events = (short) (((eh_socket_wants(c) & EH_WANT_READ) ? POLLIN : 0) |
+								 ((eh_socket_wants(c) & EH_WANT_WRITE) ? POLLOUT : 0));
 		fds[0].revents = fds[1].revents = fds[2].revents = 0;
 		if (poll(fds, fds[2].fd >= 0 ? 3 : 2, wait) < 0 && errno != EINTR)
 		{

@@ -40,8 +40,10 @@ static const char usage_publish[] =
 
 static const char usage_watch[] =
 "Usage: eventhub watch --org ORG [--org ORG ...] [--after REVISION [--after-version UUID]]\n"
+"       eventhub watch --all [--after 0]\n"
 "                      [--count N] [--timeout SECONDS] [--poll-interval MS]\n"
 "                      [--fallback-poll-interval MS] [--no-listen]\n"
+"                      [--batch-bytes N] [--query-timeout MS]\n"
 "                      [--replica-id ID [--labels JSON] [--heartbeat-interval MS]\n"
 "                       [--heartbeat-conninfo CONNINFO]]\n"
 "\n"
@@ -52,6 +54,8 @@ static const char usage_watch[] =
 "back with --after and --after-version.  Transient server errors are retried\n"
 "with a warning on stderr.\n"
 "  --org ORG              organization to follow (repeatable)\n"
+"  --all                  follow every organization, present and future\n"
+"                         (from their heads; with --after 0, all kept history)\n"
 "  --after REVISION       start after this revision (0: the whole kept\n"
 "                         history; default: from the current head)\n"
 "  --after-version UUID   the version_id at --after: a history that differs\n"
@@ -63,6 +67,10 @@ static const char usage_watch[] =
 "  --fallback-poll-interval MS  ... and this often while notifications cannot\n"
 "                         reach the connection (default 250)\n"
 "  --no-listen            do not LISTEN; poll only, every --poll-interval\n"
+"  --batch-bytes N        fetch at most about N bytes of events at a time\n"
+"                         (default 8388608; one larger event still comes)\n"
+"  --query-timeout MS     give a query or connection attempt this long before\n"
+"                         reconnecting (default 30000)\n"
 "  --replica-id ID        report progress as this replica (eventhub.heartbeat)\n"
 "  --labels JSON          the replica's labels, a JSON object\n"
 "  --heartbeat-interval MS  heartbeat this often (default 10000)\n"
@@ -127,7 +135,8 @@ enum
 	OPT_ORG = 1000, OPT_TYPE, OPT_ACTION, OPT_ENTITY, OPT_CORRELATION, OPT_DATA,
 	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP,
 	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG,
-	OPT_AFTER_VERSION, OPT_FALLBACK_POLL, OPT_HEARTBEAT_CONNINFO
+	OPT_AFTER_VERSION, OPT_FALLBACK_POLL, OPT_HEARTBEAT_CONNINFO, OPT_ALL, OPT_BATCH_BYTES,
+	OPT_QUERY_TIMEOUT
 };
 
 int
@@ -148,6 +157,9 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"poll-interval", required_argument, NULL, OPT_POLL},
 		{"no-listen", no_argument, NULL, OPT_NO_LISTEN},
+		{"all", no_argument, NULL, OPT_ALL},
+		{"batch-bytes", required_argument, NULL, OPT_BATCH_BYTES},
+		{"query-timeout", required_argument, NULL, OPT_QUERY_TIMEOUT},
 		{"older-than", required_argument, NULL, OPT_OLDER_THAN},
 		{"replica-id", required_argument, NULL, OPT_REPLICA},
 		{"labels", required_argument, NULL, OPT_LABELS},
@@ -297,6 +309,25 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			case OPT_NO_LISTEN:
 				opts->no_listen = 1;
 				break;
+			case OPT_ALL:
+				opts->all = 1;
+				break;
+			case OPT_BATCH_BYTES:
+				if (parse_int64(optarg, 1024, 1073741824, &v) != 0)
+				{
+					snprintf(err, errlen, "--batch-bytes needs a number of bytes from 1024 to 1073741824, not \"%s\"", optarg);
+					return -1;
+				}
+				opts->batch_bytes = (int) v;
+				break;
+			case OPT_QUERY_TIMEOUT:
+				if (parse_int64(optarg, 100, 86400000, &v) != 0)
+				{
+					snprintf(err, errlen, "--query-timeout needs milliseconds from 100 to 86400000, not \"%s\"", optarg);
+					return -1;
+				}
+				opts->query_timeout_ms = (int) v;
+				break;
 			case OPT_AFTER_VERSION:
 				opts->after_version = optarg;
 				break;
@@ -377,10 +408,12 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 	ONLY_FOR(opts->command == CMD_WATCH || !(opts->after >= 0 || opts->after_version || opts->count ||
 											opts->timeout_s > 0 || opts->poll_interval_ms ||
 											opts->fallback_poll_interval_ms || opts->no_listen ||
+											opts->all || opts->batch_bytes || opts->query_timeout_ms ||
 											opts->replica_id || opts->labels ||
 											opts->heartbeat_interval_ms || opts->heartbeat_conninfo),
 			 "--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
-			 "--no-listen, --replica-id, --labels, --heartbeat-interval or --heartbeat-conninfo");
+			 "--no-listen, --all, --batch-bytes, --query-timeout, --replica-id, --labels, --heartbeat-interval "
+			 "or --heartbeat-conninfo");
 	ONLY_FOR(opts->command == CMD_STATUS || !(opts->json || opts->fail_if_lag >= 0),
 			 "--json or --fail-if-lag");
 	ONLY_FOR(opts->command == CMD_CLEANUP || !opts->older_than, "--older-than");
@@ -402,7 +435,19 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				opts->data = "{}";
 			break;
 		case CMD_WATCH:
-			REQUIRED(opts->norgs, "at least one --org");
+			if (opts->all && opts->norgs)
+			{
+				snprintf(err, errlen, "--all follows every organization: it does not take --org");
+				return -1;
+			}
+			if (opts->all && (opts->after > 0 || opts->after_version))
+			{
+				snprintf(err, errlen, "--all starts from the heads or, with --after 0, from the kept history; "
+						 "to resume one organization, watch it with --org, --after and --after-version");
+				return -1;
+			}
+			if (!opts->all)
+				REQUIRED(opts->norgs, "--all or at least one --org");
 			if ((opts->labels || opts->heartbeat_interval_ms || opts->heartbeat_conninfo) && !opts->replica_id)
 			{
 				snprintf(err, errlen, "--labels, --heartbeat-interval and --heartbeat-conninfo need --replica-id");

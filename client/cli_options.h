@@ -49,6 +49,9 @@ typedef struct cli_options
 	double		timeout_s;		/* < 0: none */
 	int			poll_interval_ms;	/* 0: library default */
 	int			no_listen;
+	int			all;			/* --all: every organization */
+	int			batch_bytes;	/* 0: library default */
+	int			query_timeout_ms;	/* 0: library default */
 	int			fallback_poll_interval_ms;	/* 0: library default */
 	const char *replica_id;		/* heartbeats as this replica */
 	const char *labels;			/* its labels, a JSON object */

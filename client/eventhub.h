@@ -1,9 +1,10 @@
 /*
  * eventhub.h: libeventhub, the C client of the eventhub PostgreSQL extension.
  *
- * A client follows one or more organizations over one libpq connection and
- * hands their events to a callback in revision order, exactly once per
- * subscription: woken by LISTEN eventhub, and also polling
+ * A client follows one or more organizations (or all of them, present and
+ * future) over one libpq connection and hands their events to a callback in
+ * revision order, exactly once per subscription: woken by LISTEN eventhub,
+ * and also polling
  * eventhub.organization_states every poll interval, so that a lost
  * notification, a connection where LISTEN cannot work or a dead network path
  * loses nothing.  It finds out by itself whether notifications reach its
@@ -12,6 +13,13 @@
  * with backoff and catches up from its cursor, a revision and its version
  * id, and calls a resync callback when the database can no longer give it
  * the events it missed or no longer has the history it applied.
+ *
+ * It never waits for the network in eh_process(): it connects, queries and
+ * reconnects with libpq's non-blocking calls, and tells the caller which
+ * socket to wait on (eh_socket), for what (eh_socket_wants) and for how long
+ * (eh_next_timeout_ms), so that it fits in any event loop.  eh_wait() is
+ * that loop, for callers without one.  Only eh_publish() waits, and
+ * eh_client_free() waits at most the close timeout.
  *
  * Conventions (libpq's):
  *  - eh_client is opaque; accessors take a const pointer.
@@ -34,11 +42,11 @@ extern "C" {
 #endif
 
 #define EVENTHUB_VERSION_MAJOR 0
-#define EVENTHUB_VERSION_MINOR 1
+#define EVENTHUB_VERSION_MINOR 2
 #define EVENTHUB_VERSION_PATCH 0
-#define EVENTHUB_VERSION "0.1.0"
+#define EVENTHUB_VERSION "0.2.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
-#define EVENTHUB_VERSION_NUM 100
+#define EVENTHUB_VERSION_NUM 200
 
 /* Return codes. */
 #define EH_OK 0
@@ -49,6 +57,10 @@ extern "C" {
 
 /* after_revision of eh_subscribe(): start at the head, only new events. */
 #define EH_FROM_HEAD (-1)
+
+/* What to wait for on eh_socket(): flags of eh_socket_wants(). */
+#define EH_WANT_READ 1
+#define EH_WANT_WRITE 2
 
 typedef struct eh_client eh_client;
 
@@ -72,7 +84,10 @@ typedef struct eh_event
 	const char *event_data;
 } eh_event;
 
-/* Why the client asks the application to reload an organization. */
+/*
+ * Why the client asks the application to reload an organization;
+ * eh_resync_reason_name() gives its name ("history_removed"...).
+ */
 typedef enum eh_resync_reason
 {
 	EH_RESYNC_HISTORY_REMOVED = 1,	/* retention removed events not yet delivered (SQLSTATE EH001) */
@@ -81,6 +96,7 @@ typedef enum eh_resync_reason
 									 * rewritten, a failover (EH003) */
 } eh_resync_reason;
 
+/* Log levels; eh_log_level_name() gives "debug", "info"... */
 typedef enum eh_log_level
 {
 	EH_LOG_DEBUG = 0,
@@ -89,19 +105,24 @@ typedef enum eh_log_level
 	EH_LOG_ERROR = 3
 } eh_log_level;
 
-/* Counters, read with eh_get_stats(). */
-typedef struct eh_stats
+/*
+ * Counters, read one at a time with eh_stat(); eh_stat_name() gives their
+ * names ("events_delivered"...).  New counters are added before
+ * EH_STAT_COUNT, never in between: a caller built with an older header
+ * keeps reading the counters it knows.
+ */
+typedef enum eh_stat_id
 {
-	uint64_t	events_delivered;	/* event callbacks that returned */
-	uint64_t	notifications;	/* eventhub notifications received */
-	uint64_t	polls;			/* periodic checks of organization_states */
-	uint64_t	reconnects;		/* connections re-established after a loss */
-	uint64_t	resyncs;		/* resync callbacks */
-	double		last_lag_ms;	/* for the last event delivered: server clock at
-								 * fetch minus its processed_timestamp */
-	uint64_t	heartbeats;		/* heartbeats recorded by the server */
-	uint64_t	fetches;		/* events_since queries run */
-} eh_stats;
+	EH_STAT_EVENTS_DELIVERED = 0,	/* event callbacks that returned */
+	EH_STAT_NOTIFICATIONS = 1,	/* eventhub notifications received */
+	EH_STAT_POLLS = 2,			/* periodic checks of organization_states */
+	EH_STAT_RECONNECTS = 3,		/* connections re-established after a loss */
+	EH_STAT_RESYNCS = 4,		/* resync callbacks */
+	EH_STAT_HEARTBEATS = 5,		/* heartbeats recorded by the server */
+	EH_STAT_FETCHES = 6,		/* events_since queries run */
+	EH_STAT_DISCOVERIES = 7,	/* organizations found by eh_subscribe_all() */
+	EH_STAT_COUNT
+} eh_stat_id;
 
 /*
  * Called once per event, in revision order per organization.  Return 0 to
@@ -134,7 +155,13 @@ typedef void (*eh_log_cb) (eh_client *client, eh_log_level level, const char *me
  */
 eh_client  *eh_client_new(const char *conninfo);
 
-/* Closes the connection and frees the client and everything it owns. */
+/*
+ * Deregisters the replica (if one was set and a connection is up), closes
+ * the connections and frees the client and everything it owns.  Waits at
+ * most the close timeout (eh_set_close_timeout, default 1000 ms) for the
+ * deregistration: a server that does not answer in time leaves the
+ * replica to expire after eventhub.replica_ttl.
+ */
 void		eh_client_free(eh_client *client);
 
 /* Callbacks; arg is passed back unchanged.  A NULL callback removes it. */
@@ -161,6 +188,25 @@ int			eh_set_listen(eh_client *client, int enabled);
 /* Most events fetched per query (default 1000, 1 to 100000). */
 int			eh_set_batch_size(eh_client *client, int max_events);
 
+/*
+ * Most bytes of events fetched per query (default 8 MiB, at least 1), as
+ * the server measures them as text: a query returns events until their
+ * size reaches this, and always at least one.  With the batch size, it
+ * bounds the client's memory to about this much plus the largest event.
+ */
+int			eh_set_batch_bytes(eh_client *client, int max_bytes);
+
+/*
+ * How long a query may take before the client gives the connection up and
+ * reconnects (default 30000 ms, at least 100), and how long a connection
+ * attempt may take (the same).  A server that stopped answering costs this
+ * much latency, never a blocked caller.
+ */
+int			eh_set_query_timeout(eh_client *client, int timeout_ms);
+
+/* The most eh_client_free() waits for the deregistration (default 1000 ms, 0: none). */
+int			eh_set_close_timeout(eh_client *client, int timeout_ms);
+
 /* Reconnect backoff: first wait and cap, in ms (defaults 100 and 30000). */
 int			eh_set_reconnect_backoff(eh_client *client, int initial_ms, int max_ms);
 
@@ -184,7 +230,22 @@ int			eh_subscribe(eh_client *client, const char *organization_id, int64_t after
 int			eh_subscribe_at(eh_client *client, const char *organization_id, int64_t after_revision,
 							const char *after_version);
 
-/* Stops following an organization. */
+/*
+ * Follows every organization the role may read, present and future, each
+ * exactly once and in order, as if subscribed to each: the ones that exist
+ * when the client first looks from `from` (0: all kept history;
+ * EH_FROM_HEAD: their head), and every organization that appears later
+ * from its first event.  Organizations subscribed explicitly (for example
+ * from stored cursors with eh_subscribe_at(), before or after this call)
+ * keep their own cursor.  New organizations are found when a notification
+ * names an organization the client does not know, and at every poll.
+ */
+int			eh_subscribe_all(eh_client *client, int64_t from);
+
+/*
+ * Stops following an organization subscribed with eh_subscribe() or
+ * eh_subscribe_at(); not one that eh_subscribe_all() follows.
+ */
 int			eh_unsubscribe(eh_client *client, const char *organization_id);
 
 /*
@@ -200,33 +261,44 @@ int64_t		eh_cursor(const eh_client *client, const char *organization_id);
 const char *eh_cursor_version(const eh_client *client, const char *organization_id);
 
 /*
- * Connects now (blocking) and starts finding out whether notifications
- * reach the connection; eh_process() then LISTENs (or not) and catches up
- * every subscription.  The connection counts as working, and the reconnect
- * backoff starts over, only once it has answered a first query.  Returns
- * EH_OK, or EH_ERR_CONNECTION after scheduling a retry; in both cases keep
- * calling eh_process()/eh_wait().
+ * Starts connecting, without waiting: eh_process() goes on with it, then
+ * finds out whether notifications reach the connection, LISTENs (or not)
+ * and catches up every subscription.  The connection counts as working,
+ * and the reconnect backoff starts over, only once it has answered a first
+ * query.  Returns EH_OK (also when already connected or connecting), or
+ * EH_ERR_CONNECTION when libpq refused at once (a retry is scheduled),
+ * EH_ERR_MEMORY.  Calling it is optional: eh_process() connects when needed.
  */
 int			eh_connect(eh_client *client);
 
-/* The connection's socket, to wait on for reading; -1 while disconnected. */
+/*
+ * The connection's socket, -1 while there is none; wait on it for what
+ * eh_socket_wants() says, at most eh_next_timeout_ms().  The socket changes
+ * when the client reconnects: ask again after every eh_process().
+ */
 int			eh_socket(const eh_client *client);
+
+/* EH_WANT_READ, EH_WANT_WRITE or both: what to wait for on eh_socket(). */
+int			eh_socket_wants(const eh_client *client);
 
 /*
  * Milliseconds until eh_process() has timed work to do (a poll, a
- * reconnect), 0 if it has work now.  Wait no longer than this on the socket.
+ * reconnect, a timeout), 0 if it has work now.  Wait no longer than this.
  */
 int			eh_next_timeout_ms(const eh_client *client);
 
 /*
- * Processes whatever is ready without waiting for the network to have
- * more: reads notifications, fetches and delivers missing events, polls and
- * reconnects when due.  Fetching runs short blocking queries.  Returns the
+ * Processes whatever is ready, without ever waiting for the network:
+ * advances a connection attempt, reads answers and notifications, delivers
+ * events, sends the next query, polls and reconnects when due.  Returns the
  * number of events delivered (>= 0), or a negative EH_ERR_* code:
  * EH_ERR_SERVER when the server refused a query (eh_error_message() says
- * why; the client tries again at its next poll, not at once), EH_ERR_MEMORY
- * when out of memory.  A lost connection is not an error here: the client
- * reconnects by itself.
+ * why; the client tries again after a backoff, not at once),
+ * EH_ERR_CONNECTION when the server refused a connection for a reason a
+ * retry cannot fix (eh_error_retryable() is 0: a refused login, a database
+ * that does not exist; the client still retries), EH_ERR_MEMORY when out of
+ * memory.  A lost connection is not an error here: the client reconnects
+ * by itself.
  */
 int			eh_process(eh_client *client);
 
@@ -240,9 +312,12 @@ int			eh_wait(eh_client *client, int timeout_ms);
 
 /*
  * Publishes an event with eventhub.publish_event() on the client's
- * connection (connecting first if needed); stores its revision in
- * *revision.  correlation_id may be NULL (one is generated); event_data is
- * JSON text.  With a correlation id a failed call can be retried safely.
+ * connection and stores its revision in *revision.  correlation_id may be
+ * NULL (the event's version id is used); event_data is JSON text.  With a
+ * correlation id a failed call can be retried safely.  Unlike the rest of
+ * the library it waits: to connect, for a query already out to finish (its
+ * events are delivered to the callback meanwhile), and for the answer, each
+ * at most the query timeout.
  */
 int			eh_publish(eh_client *client, const char *organization_id, const char *event_type,
 					   const char *action, const char *entity_id, const char *correlation_id,
@@ -286,8 +361,20 @@ int			eh_set_config_hash(eh_client *client, const char *organization_id, const c
  */
 int			eh_ack(eh_client *client, const char *organization_id, int64_t revision);
 
-/* Copies the counters into *stats. */
-void		eh_get_stats(const eh_client *client, eh_stats *stats);
+/* A counter; 0 for an id this library does not know. */
+uint64_t	eh_stat(const eh_client *client, eh_stat_id id);
+
+/*
+ * For the last event delivered: the server's clock when it was fetched
+ * minus the event's processed_timestamp, in ms (client clocks do not
+ * matter); 0 before the first.
+ */
+double		eh_last_lag_ms(const eh_client *client);
+
+/* Names, for logs and output; "unknown" for values this library does not know. */
+const char *eh_stat_name(eh_stat_id id);
+const char *eh_resync_reason_name(eh_resync_reason reason);
+const char *eh_log_level_name(eh_log_level level);
 
 /*
  * The message of the last failure, "" if none.  Owned by the client, valid

@@ -1,14 +1,33 @@
 /*
  * internal.h: what the files of libeventhub share, and what its unit tests
  * reach; not installed.
+ *
+ * The library's files, along its seams:
+ *	  client.c	  the public calls: creating, configuring, subscribing, reading
+ *	  conn.c	  connections without waiting: connecting, queries, timeouts,
+ *				  reconnecting, finding out whether notifications arrive
+ *	  delivery.c  what the client asks the server and does with the answers:
+ *				  polls, discovery, fetches, notifications, resyncs
+ *	  registry.c  the replica registry: heartbeats and deregistration
+ *	  strbuf.c, map.c, json.c, versions.c: a string builder, a hash map,
+ *				  JSON, and the memory of delivered versions
  */
 #ifndef EVENTHUB_INTERNAL_H
 #define EVENTHUB_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "eventhub.h"
 
 #define EH_VERSION_ID_LEN 36
 #define EH_TOKEN_LEN 32
+/* The server's limit on organization and replica ids, in bytes. */
+#define EH_MAX_ID_BYTES 1024
+
+/* ------------------------------------------------------------- json.c */
 
 /*
  * Parses a notification payload of channel eventhub:
@@ -26,12 +45,55 @@ int			ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
  */
 char	   *ehi_json_quote(const char *str);
 
+/* ----------------------------------------------------------- strbuf.c */
+
+/* A growing string; oom is set, and appends stop, when memory runs out. */
+typedef struct ehi_strbuf
+{
+	char	   *data;			/* NUL-terminated once anything was appended */
+	size_t		len;
+	size_t		cap;
+	int			oom;
+} ehi_strbuf;
+
+void		ehi_sb_append(ehi_strbuf *b, const char *str, size_t n);
+void		ehi_sb_puts(ehi_strbuf *b, const char *str);
+void		ehi_sb_printf(ehi_strbuf *b, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+/* Appends str as a JSON string. */
+void		ehi_sb_json_string(ehi_strbuf *b, const char *str);
+/* Appends str as an element of a PostgreSQL array literal (quoted). */
+void		ehi_sb_array_element(ehi_strbuf *b, const char *str);
+void		ehi_sb_free(ehi_strbuf *b);
+
+/* -------------------------------------------------------------- map.c */
+
+/*
+ * A hash map from NUL-terminated strings to pointers.  Keys are not
+ * copied: each must stay valid while it is in the map.
+ */
+typedef struct ehi_map
+{
+	const char **keys;
+	void	  **values;
+	size_t		cap;			/* a power of two, or 0 */
+	size_t		count;
+	size_t		used;			/* count plus deleted slots */
+} ehi_map;
+
+void	   *ehi_map_get(const ehi_map *m, const char *key);
+/* Returns 0, or -1 when out of memory.  Replaces an existing key's value. */
+int			ehi_map_put(ehi_map *m, const char *key, void *value);
+void		ehi_map_remove(ehi_map *m, const char *key);
+void		ehi_map_free(ehi_map *m);
+
+/* --------------------------------------------------------- versions.c */
+
 /*
  * What a subscription remembers of its organization's versions, so that a
- * notification naming a version it already delivered costs no query
- * (versions.c).  A notification that arrives while a fetch runs may name a
- * version that fetch returns, or one committed after its snapshot: it is
- * kept as pending until a delivered event names it.
+ * notification naming a version it already delivered costs no query.  A
+ * notification that arrives while a fetch runs may name a version that
+ * fetch returns, or one committed after its snapshot: it is kept as
+ * pending until a delivered event names it.
  */
 #define EHI_RECENT_VERSIONS 8
 #define EHI_PENDING_VERSIONS 4
@@ -64,5 +126,238 @@ int			ehi_versions_pending(const ehi_versions *v);
  * notified before it.
  */
 void		ehi_versions_clear_pending(ehi_versions *v);
+
+/* ------------------------------------------------------------- conn.c */
+
+/* One libpq connection driven without waiting. */
+typedef enum ehi_conn_state
+{
+	EHI_CONN_NONE,				/* no connection */
+	EHI_CONN_CONNECTING,
+	EHI_CONN_IDLE,
+	EHI_CONN_BUSY				/* a query is out */
+} ehi_conn_state;
+
+typedef struct ehi_conn
+{
+	PGconn	   *pg;
+	ehi_conn_state state;
+	PostgresPollingStatusType polling;	/* while connecting */
+	int			flushing;		/* PQflush has more to send */
+	int64_t		deadline;		/* of the attempt or of the query; monotonic ms */
+	PGresult   *result;			/* the query's first failed result, or its last */
+	char		error[512];		/* why the last attempt or query failed */
+	char		sqlstate[6];	/* its SQLSTATE, "" if the server gave none */
+} ehi_conn;
+
+/* What ehi_conn_step() found. */
+typedef enum ehi_step
+{
+	EHI_STEP_NOTHING,			/* nothing new */
+	EHI_STEP_CONNECTED,			/* the attempt succeeded: idle */
+	EHI_STEP_RESULT,			/* the query finished: its result is in ->result */
+	EHI_STEP_FAILED				/* the attempt failed or the connection broke (error) */
+} ehi_step;
+
+/* Starts connecting; EHI_STEP_FAILED at once if libpq refuses (error set). */
+ehi_step	ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms);
+/* Makes what progress it can without waiting. */
+ehi_step	ehi_conn_step(ehi_conn *ac);
+/*
+ * Sends a query (stmt_name NULL) or executes a prepared statement;
+ * with prepare set, prepares sql as stmt_name instead.  nparams 0 and no
+ * statement: the simple protocol (several statements allowed).  Returns 0,
+ * or -1 when the connection broke (error set, state NONE).
+ */
+int			ehi_conn_send(ehi_conn *ac, const char *sql, const char *stmt_name, int prepare,
+						  int nparams, const char *const *params, int timeout_ms);
+/* Takes the finished query's result (the caller PQclear()s it). */
+PGresult   *ehi_conn_take_result(ehi_conn *ac);
+/* EH_WANT_READ and/or EH_WANT_WRITE for the socket; 0 without one. */
+int			ehi_conn_wants(const ehi_conn *ac);
+void		ehi_conn_close(ehi_conn *ac);
+/* Whether the result says the connection itself failed (not a refused query). */
+int			ehi_result_breaks_connection(const ehi_conn *ac, const PGresult *res);
+
+/* ----------------------------------------------------------- the client */
+
+typedef struct eh_sub
+{
+	char	   *org;
+	int64_t		cursor;			/* last delivered revision; -1: waiting for the head */
+	char		version[EH_VERSION_ID_LEN + 1];	/* version_id at the cursor, "" unknown */
+	char		token[EH_TOKEN_LEN + 1];	/* its notification token, "" unknown */
+	int			needs_fetch;	/* a newer revision is known to exist */
+	int			resync_reason;	/* a resync the server asked for: read the head */
+	int			automatic;		/* added by eh_subscribe_all() */
+	ehi_versions seen;			/* recently delivered and notified versions */
+	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
+	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
+	struct eh_sub *next;
+} eh_sub;
+
+/* How the client learns of new events on its connection. */
+typedef enum listen_mode
+{
+	LISTEN_OFF,					/* polling only; see no_listen */
+	LISTEN_PROBING,				/* waiting for the probe notification */
+	LISTEN_STARTING,			/* the probe arrived: LISTEN eventhub is due */
+	LISTEN_ON					/* LISTEN eventhub works */
+} listen_mode;
+
+/* Why the client polls only. */
+typedef enum no_listen_reason
+{
+	NO_LISTEN_NONE = 0,
+	NO_LISTEN_DISABLED,			/* eh_set_listen(client, 0) */
+	NO_LISTEN_STANDBY,			/* the server is a hot standby */
+	NO_LISTEN_POOLED,			/* notifications do not arrive (transaction pooling) */
+	NO_LISTEN_FAILED			/* LISTEN or the probe failed */
+} no_listen_reason;
+
+/* The query out on the client's connection, and what its answer is for. */
+typedef enum op_kind
+{
+	OP_NONE,
+	OP_HELLO,					/* the first query of a connection */
+	OP_PROBE_LISTEN,			/* LISTEN on the probe channel */
+	OP_LISTEN,					/* UNLISTEN the probe, LISTEN eventhub */
+	OP_PREPARE,					/* preparing a statement */
+	OP_STATE,					/* the poll of the subscriptions' heads */
+	OP_DISCOVER,				/* the poll of every organization (follow all) */
+	OP_TOKENS,					/* tokens of organizations just discovered */
+	OP_HEAD,					/* one head, for a resync */
+	OP_FETCH,					/* events of one subscription */
+	OP_HEARTBEAT,
+	OP_PUBLISH
+} op_kind;
+
+/* The statements prepared on connections that keep their session. */
+typedef enum ehi_stmt
+{
+	STMT_FETCH,
+	STMT_STATE,
+	STMT_DISCOVER,
+	STMT_COUNT
+} ehi_stmt;
+
+struct eh_client
+{
+	char	   *conninfo;
+	ehi_conn	conn;
+	int			ever_connected;
+	int			hello_done;		/* the connection answered its first query */
+	int			listen_enabled;
+	listen_mode mode;
+	no_listen_reason no_listen;
+	no_listen_reason no_listen_logged;	/* the reason last logged */
+	char		probe_channel[48];
+	int			probe_received;
+	ehi_conn	probe_conn;		/* the probe's NOTIFY connection */
+	int			probe_sent;		/* its NOTIFY is out */
+	int64_t		probe_deadline; /* monotonic ms */
+	unsigned	prepared;		/* statements prepared on conn (1 << stmt) */
+	int			prepare_off;	/* prepared statements failed on conn */
+
+	op_kind		op;				/* out on conn */
+	eh_sub	   *op_sub;			/* the subscription it is for, or NULL */
+	int			op_stmt;		/* OP_PREPARE: which statement */
+	ehi_strbuf	op_buf;			/* parameters it owns */
+	char	   *tokens_pending; /* array literal of organizations needing a token */
+	int64_t		publish_revision;	/* OP_PUBLISH's answer */
+
+	int			poll_interval_ms;
+	int			fallback_poll_interval_ms;
+	int			batch_size;
+	int			batch_bytes;
+	int			query_timeout_ms;
+	int			close_timeout_ms;
+	int			backoff_initial_ms;
+	int			backoff_max_ms;
+	int			backoff_ms;
+	int			error_backoff_ms;	/* after a failed query */
+	int64_t		paused_until;	/* monotonic ms: no query before, after a failed one */
+	int64_t		next_poll_at;	/* monotonic ms; 0: now */
+	int64_t		next_discover_at;	/* monotonic ms; 0: none due */
+	int64_t		last_discover_at;
+	int64_t		reconnect_at;	/* monotonic ms */
+	uint64_t	failures;		/* connection attempts failed and connections lost */
+
+	eh_sub	   *subs;			/* in subscription order */
+	eh_sub	   *fetch_next;		/* where the round-robin of fetches goes on */
+	ehi_map		by_org;
+	ehi_map		by_token;
+	int			follow_all;		/* eh_subscribe_all() */
+	int64_t		follow_all_from;	/* 0 or EH_FROM_HEAD */
+	int			discovered;		/* a discovery has answered since subscribing */
+	int			stop;			/* the event callback asked to stop */
+	int			in_callback;	/* a callback runs: subscriptions are fixed */
+	int			delivered;		/* events delivered by this eh_process() call */
+	int			hold_queries;	/* eh_publish() waits for the connection: send nothing new */
+	int			pending_error;	/* an EH_ERR_* for this eh_process() call, or 0 */
+
+	char	   *replica_id;		/* NULL: no heartbeats */
+	char	   *replica_labels;
+	char	   *replica_version;
+	char	   *heartbeat_conninfo;	/* NULL: heartbeats on conn */
+	ehi_conn	heartbeat_conn;
+	int			heartbeat_failing;	/* the last heartbeat failed (and was logged) */
+	int			heartbeat_interval_ms;
+	int64_t		next_heartbeat_at;	/* monotonic ms; 0: now */
+
+	eh_event_cb event_cb;
+	void	   *event_arg;
+	eh_resync_cb resync_cb;
+	void	   *resync_arg;
+	eh_log_cb	log_cb;
+	void	   *log_arg;
+
+	uint64_t	counters[EH_STAT_COUNT];
+	double		last_lag_ms;
+	uint64_t	rng;
+	char		errmsg[1024];
+	char		sqlstate[6];
+};
+
+/* client.c */
+int64_t		ehi_now_ms(void);
+double		ehi_random_unit(eh_client *c);
+void		ehi_set_error(eh_client *c, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+void		ehi_log(eh_client *c, eh_log_level level, const char *fmt,...) __attribute__((format(printf, 3, 4)));
+void		ehi_set_result_error(eh_client *c, const ehi_conn *ac, const PGresult *res, const char *what);
+eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
+eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
+void		ehi_set_token(eh_client *c, eh_sub *s, const char *token);
+
+/* conn.c: the client's connection */
+void		ehi_start_connecting(eh_client *c);
+void		ehi_connection_lost(eh_client *c, const char *why);
+void		ehi_drive_connection(eh_client *c);
+int			ehi_send(eh_client *c, op_kind op, eh_sub *sub, const char *sql, int nparams,
+					 const char *const *params);
+int			ehi_send_stmt(eh_client *c, op_kind op, eh_sub *sub, ehi_stmt stmt, const char *sql,
+						  int nparams, const char *const *params);
+void		ehi_drive_probe(eh_client *c);
+void		ehi_schedule_poll(eh_client *c);
+int			ehi_current_poll_interval(const eh_client *c);
+void		ehi_retry_later(eh_client *c);
+void		ehi_stop_listening(eh_client *c, no_listen_reason reason, const char *detail);
+void		ehi_choose_listening(eh_client *c, int in_recovery);
+void		ehi_handle_hello(eh_client *c, PGresult *res);
+void		ehi_handle_listen(eh_client *c, op_kind op, PGresult *res);
+
+/* delivery.c */
+int			ehi_next_query(eh_client *c);
+void		ehi_handle_result(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
+void		ehi_drain_notifications(eh_client *c);
+int			ehi_work_pending(const eh_client *c);
+void		ehi_forget_sub(eh_client *c, eh_sub *s);
+
+/* registry.c */
+int			ehi_heartbeat_due(const eh_client *c);
+int			ehi_send_heartbeat(eh_client *c);
+void		ehi_handle_heartbeat(eh_client *c, const ehi_conn *ac, PGresult *res);
+void		ehi_drive_heartbeat_conn(eh_client *c);
+void		ehi_deregister(eh_client *c);
 
 #endif							/* EVENTHUB_INTERNAL_H */

@@ -150,6 +150,19 @@ test_cli(void)
 		  o.after == 0 && o.count == 5 && o.timeout_s == 2.5 && o.poll_interval_ms == 100 && o.no_listen,
 		  "cli: watch with every option");
 	check(parse(&o, err, "watch", NULL) == -1 && strstr(err, "--org"), "cli: watch needs --org");
+	check(parse(&o, err, "watch", "--all", NULL) == 0 && o.all && o.norgs == 0 && o.after == -1,
+		  "cli: watch --all, from the heads");
+	check(parse(&o, err, "watch", "--all", "--after", "0", "--batch-bytes", "65536", "--query-timeout", "2000",
+				NULL) == 0 && o.all && o.after == 0 && o.batch_bytes == 65536 && o.query_timeout_ms == 2000,
+		  "cli: watch --all --after 0 with a byte bound and a query timeout");
+	check(parse(&o, err, "watch", "--all", "--org", "a", NULL) == -1 && strstr(err, "--all"),
+		  "cli: --all does not take --org");
+	check(parse(&o, err, "watch", "--all", "--after", "5", NULL) == -1 && strstr(err, "--after 0"),
+		  "cli: --all resumes from nowhere but 0");
+	check(parse(&o, err, "watch", "--org", "a", "--batch-bytes", "100", NULL) == -1 && strstr(err, "1024"),
+		  "cli: --batch-bytes below 1024");
+	check(parse(&o, err, "status", "--all", NULL) == -1 && strstr(err, "does not take"),
+		  "cli: status does not take --all");
 	check(parse(&o, err, "watch", "--org", "a", "--org", "a", NULL) == -1 && strstr(err, "twice"),
 		  "cli: watch refuses an organization twice");
 	check(parse(&o, err, "watch", "--org", "a", "--after", "-1", NULL) == -1, "cli: negative --after");
@@ -266,7 +279,7 @@ static void
 test_library_options(void)
 {
 	eh_client  *c = eh_client_new("dbname=nowhere");
-	eh_stats	st;
+	char		long_id[EH_MAX_ID_BYTES + 2];
 
 	check(c != NULL, "lib: a client is created without connecting");
 	check(eh_socket(c) == -1 && !eh_is_connected(c), "lib: not connected before eh_connect");
@@ -300,8 +313,34 @@ test_library_options(void)
 	check(eh_ack(c, "globex", 0) == EH_ERR_ARGUMENT && strstr(eh_error_message(c), "delivered up to -1"),
 		  "lib: nothing can be acknowledged before delivery");
 	check(eh_ack(c, "nobody", 0) == EH_ERR_ARGUMENT, "lib: acknowledging an unknown organization is refused");
-	eh_get_stats(c, &st);
-	check(st.events_delivered == 0 && st.reconnects == 0 && st.polls == 0, "lib: counters start at zero");
+	check(eh_stat(c, EH_STAT_EVENTS_DELIVERED) == 0 && eh_stat(c, EH_STAT_RECONNECTS) == 0 &&
+		  eh_stat(c, EH_STAT_POLLS) == 0 && eh_last_lag_ms(c) == 0, "lib: counters start at zero");
+	check(eh_stat(c, EH_STAT_COUNT) == 0 && eh_stat(c, (eh_stat_id) -1) == 0 && eh_stat(NULL, EH_STAT_POLLS) == 0,
+		  "lib: an unknown counter reads 0");
+	check(strcmp(eh_stat_name(EH_STAT_FETCHES), "fetches") == 0 && strcmp(eh_stat_name(EH_STAT_COUNT), "unknown") == 0,
+		  "lib: counter names");
+	for (int i = 0; i < EH_STAT_COUNT; i++)
+		if (strcmp(eh_stat_name((eh_stat_id) i), "unknown") == 0)
+			check(0, "lib: every counter has a name");
+	check(strcmp(eh_resync_reason_name(EH_RESYNC_HISTORY_REMOVED), "history_removed") == 0 &&
+		  strcmp(eh_resync_reason_name(EH_RESYNC_CURSOR_AHEAD), "cursor_ahead") == 0 &&
+		  strcmp(eh_resync_reason_name(EH_RESYNC_VERSION_MISMATCH), "version_mismatch") == 0 &&
+		  strcmp(eh_resync_reason_name((eh_resync_reason) 0), "unknown") == 0, "lib: resync reason names");
+	check(strcmp(eh_log_level_name(EH_LOG_WARNING), "warning") == 0 &&
+		  strcmp(eh_log_level_name((eh_log_level) 9), "unknown") == 0, "lib: log level names");
+	check(eh_set_batch_bytes(c, 0) == EH_ERR_ARGUMENT && eh_set_batch_bytes(c, 1) == EH_OK,
+		  "lib: batch bytes bounds");
+	check(eh_set_query_timeout(c, 99) == EH_ERR_ARGUMENT && eh_set_query_timeout(c, 100) == EH_OK &&
+		  eh_set_close_timeout(c, -1) == EH_ERR_ARGUMENT && eh_set_close_timeout(c, 0) == EH_OK,
+		  "lib: query and close timeout bounds");
+	check(eh_subscribe_all(c, 5) == EH_ERR_ARGUMENT && eh_subscribe_all(c, EH_FROM_HEAD) == EH_OK &&
+		  eh_subscribe_all(c, 0) == EH_ERR_ARGUMENT, "lib: follow all from 0 or the head, once");
+	memset(long_id, 'x', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	check(eh_subscribe(c, long_id, 0) == EH_ERR_ARGUMENT && strstr(eh_error_message(c), "too long") &&
+		  eh_set_replica(c, long_id, NULL, NULL) == EH_ERR_ARGUMENT,
+		  "lib: ids longer than the server's limit refused");
+	check(eh_socket_wants(c) == 0 && eh_socket_wants(NULL) == 0, "lib: nothing to wait for before connecting");
 	check(eh_subscribe(NULL, "a", 0) == EH_ERR_ARGUMENT && eh_process(NULL) == EH_ERR_ARGUMENT &&
 		  eh_wait(NULL, 0) == EH_ERR_ARGUMENT && eh_socket(NULL) == -1 && eh_cursor(NULL, "a") == -1,
 		  "lib: a NULL client is an argument error, not a crash");
@@ -372,11 +411,73 @@ test_versions(void)
 		  "versions: a reset forgets what was delivered");
 }
 
+/* The hash map that finds subscriptions by organization and by token. */
+static void
+test_map(void)
+{
+	ehi_map		m = {0};
+	static char keys[20000][12];
+	int			ok = 1;
+
+	check(ehi_map_get(&m, "a") == NULL, "map: empty");
+	for (int i = 0; i < 20000; i++)
+	{
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		if (ehi_map_put(&m, keys[i], keys[i]) != 0)
+			ok = 0;
+	}
+	for (int i = 0; i < 20000; i++)
+		if (ehi_map_get(&m, keys[i]) != keys[i])
+			ok = 0;
+	check(ok && m.count == 20000, "map: 20000 keys put and found");
+	for (int i = 0; i < 20000; i += 2)
+		ehi_map_remove(&m, keys[i]);
+	ok = m.count == 10000;
+	for (int i = 0; i < 20000; i++)
+		if ((ehi_map_get(&m, keys[i]) != NULL) != (i % 2 == 1))
+			ok = 0;
+	check(ok, "map: removed keys are gone, the others stay");
+	/* Churn: tombstones must not fill the table. */
+	for (int round = 0; round < 50; round++)
+		for (int i = 0; i < 20000; i += 2)
+		{
+			if (ehi_map_put(&m, keys[i], keys[i]) != 0)
+				ok = 0;
+			ehi_map_remove(&m, keys[i]);
+		}
+	check(ok && m.count == 10000 && m.cap <= 65536 && ehi_map_get(&m, keys[1]) == keys[1],
+		  "map: put and remove again and again keeps it small");
+	check(ehi_map_put(&m, keys[1], NULL) == 0 && ehi_map_get(&m, keys[1]) == NULL && m.count == 10000,
+		  "map: put replaces");
+	ehi_map_free(&m);
+	check(m.count == 0 && ehi_map_get(&m, "k1") == NULL, "map: freed");
+}
+
+static void
+test_strbuf(void)
+{
+	ehi_strbuf	b = {0};
+
+	ehi_sb_puts(&b, "{");
+	ehi_sb_array_element(&b, "plain");
+	ehi_sb_array_element(&b, "qu\"ote\\");
+	ehi_sb_puts(&b, "}");
+	check(!b.oom && strcmp(b.data, "{\"plain\",\"qu\\\"ote\\\\\"}") == 0,
+		  "strbuf: array literal elements quoted");
+	ehi_sb_free(&b);
+	ehi_sb_printf(&b, "%s:%d", "n", 42);
+	ehi_sb_json_string(&b, "a\nb");
+	check(!b.oom && strcmp(b.data, "n:42\"a\\u000ab\"") == 0, "strbuf: printf and JSON strings");
+	ehi_sb_free(&b);
+}
+
 int
 main(void)
 {
 	test_payload();
 	test_versions();
+	test_map();
+	test_strbuf();
 	test_cli();
 	test_escaping();
 	test_library_options();

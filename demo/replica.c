@@ -224,7 +224,6 @@ main(int argc, char **argv)
 {
 	replica		r;
 	eh_client  *client;
-	eh_stats	st;
 	struct sigaction sa;
 	FILE	   *map;
 
@@ -274,15 +273,15 @@ main(int argc, char **argv)
 		fclose(map);
 	}
 	qsort(r.lat_ms, r.nlat, sizeof(double), compare_doubles);
-	eh_get_stats(client, &st);
 	printf("{\"replica\": \"%s\", \"applied\": {", argv[2]);
 	for (int i = 4; i < argc; i++)
 		printf("%s\"%s\": %lld", i > 4 ? ", " : "", argv[i], (long long) eh_cursor(client, argv[i]));
 	printf("}, \"events\": %llu, \"p50_ms\": %.2f, \"p99_ms\": %.2f, \"max_ms\": %.2f,"
 		   " \"reconnects\": %llu, \"resyncs\": %llu, \"digest\": \"%016llx\"}\n",
-		   (unsigned long long) st.events_delivered, percentile(r.lat_ms, r.nlat, 0.50),
+		   (unsigned long long) eh_stat(client, EH_STAT_EVENTS_DELIVERED), percentile(r.lat_ms, r.nlat, 0.50),
 		   percentile(r.lat_ms, r.nlat, 0.99), r.nlat ? r.lat_ms[r.nlat - 1] : 0.0,
-		   (unsigned long long) st.reconnects, (unsigned long long) st.resyncs,
+		   (unsigned long long) eh_stat(client, EH_STAT_RECONNECTS),
+		   (unsigned long long) eh_stat(client, EH_STAT_RESYNCS),
 		   (unsigned long long) digest(&r, NULL));
 
 	eh_client_free(client);

@@ -75,13 +75,15 @@ main(int argc, char **argv)
 		{
 			int			t = eh_next_timeout_ms(clients[i]);
 			int			fd = eh_socket(clients[i]);	/* changes after a reconnect */
+			int			wants = eh_socket_wants(clients[i]);	/* read, write or both */
 
 			if (state[i].seen < count)
 				done = 0;
-			if (fd >= 0)
+			if (fd >= 0 && wants)
 			{
 				fds[nfds].fd = fd;
-				fds[nfds].events = POLLIN;
+				fds[nfds].events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) |
+											((wants & EH_WANT_WRITE) ? POLLOUT : 0));
 				fds[nfds].revents = 0;
 				nfds++;
 			}

@@ -1,0 +1,712 @@
+/*
+ * delivery.c: what the client asks the server, and what it does with the
+ * answers.
+ *
+ * The cursor of a subscription is the revision of the last event handed to
+ * the application.  Everything else is a hint of where to look: a
+ * notification, a poll of organization_states, a reconnect.  Events are
+ * fetched with eventhub.events_since(organization, cursor, ..., version),
+ * which returns them gapless and in order or raises EH001/EH002/EH003; an
+ * event is delivered only if its revision is cursor + 1, and the cursor then
+ * moves to it.  So nothing is skipped and nothing is delivered twice,
+ * whatever the hints do.
+ *
+ * One query is out at a time; ehi_next_query() chooses it: the LISTEN
+ * still due, a poll when due, tokens of organizations just discovered, the
+ * heads a resync needs, a heartbeat, then fetches, one subscription after
+ * another, so that a busy organization does not starve the rest.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A discovery that a notification asks for waits at least this long after the last. */
+#define DISCOVER_MIN_INTERVAL_MS 100
+
+/*
+ * Fetch query: ISO 8601 UTC timestamps whatever the session's settings, the
+ * delivery lag by the server's clock, and each event's size as text with
+ * the sizes before it, so that a batch stops at $5 bytes (always holding at
+ * least one event; OFFSET 0 keeps the data converted to text once).  The version at the cursor goes along, so that a
+ * rewritten history raises EH003 before anything past the cursor is
+ * delivered.
+ */
+#define FETCH_SQL \
+	"SELECT organization_id, revision, version_id, pts, ots, event_type, action, entity_id," \
+	" correlation_id, data, lag, upto FROM (" \
+	" SELECT f.*, sum(f.size) OVER (ORDER BY f.revision) AS upto FROM (" \
+	"  SELECT t.*, octet_length(t.data) + octet_length(t.entity_id) + octet_length(t.correlation_id)" \
+	"   + octet_length(t.event_type) + 160 AS size FROM (" \
+	"   SELECT e.organization_id, e.revision, e.version_id::text AS version_id," \
+	"    to_char(e.processed_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS pts," \
+	"    to_char(e.originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS ots," \
+	"    e.event_type, e.action, e.entity_id, e.correlation_id, e.event_data::text AS data," \
+	"    (extract(epoch FROM clock_timestamp() - e.processed_timestamp) * 1000)::float8 AS lag" \
+	"   FROM eventhub.events_since($1, $2, $3, NULLIF($4, '')::uuid) e OFFSET 0) t) f) g" \
+	" WHERE upto - size < $5 ORDER BY revision"
+
+/*
+ * State query: per subscription, the head revision and version, the
+ * version of the event at the cursor (to notice rewritten history), and the
+ * token its notifications carry (NULL without read privilege: the fetch
+ * then reports the refusal); and whether the server is a standby.
+ */
+#define STATE_SQL \
+	"SELECT s.revision, s.version_id::text, e.version_id::text," \
+	" CASE WHEN eventhub.has_organization_privilege(c.org, 'read')" \
+	"  THEN eventhub.notification_token(c.org) END," \
+	" pg_is_in_recovery()" \
+	" FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(org, cursor, n)" \
+	" LEFT JOIN eventhub.organization_states s ON s.organization = c.org" \
+	" LEFT JOIN eventhub.events e ON e.organization_id = c.org AND e.revision = c.cursor" \
+	" ORDER BY c.n"
+
+/*
+ * Discovery, for eh_subscribe_all(): every organization the role may read
+ * (row-level security filters the rest), with its head; and whether the
+ * server is a standby.  The tokens of the ones the client does not know yet
+ * come with TOKENS_SQL.
+ */
+#define DISCOVER_SQL \
+	"SELECT s.organization, s.revision, s.version_id::text, pg_is_in_recovery()" \
+	" FROM eventhub.organization_states s"
+
+#define TOKENS_SQL \
+	"SELECT c.org, CASE WHEN eventhub.has_organization_privilege(c.org, 'read')" \
+	" THEN eventhub.notification_token(c.org) END" \
+	" FROM unnest($1::text[]) AS c(org)"
+
+#define HEAD_SQL \
+	"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization = $1"
+
+/* The subscription is at version ("" unknown). */
+static void
+set_version(eh_sub *s, const char *version)
+{
+	snprintf(s->version, sizeof(s->version), "%s", version);
+	if (version[0])
+		ehi_versions_delivered(&s->seen, version);
+}
+
+/*
+ * Tells the application to reload an organization and moves its cursor to
+ * the head.
+ */
+static void
+resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const char *head_version)
+{
+	ehi_log(c, EH_LOG_WARNING, "organization \"%s\" needs a resync (%s) at revision %lld",
+			s->org, eh_resync_reason_name(reason), (long long) head);
+	c->counters[EH_STAT_RESYNCS]++;
+	s->cursor = head;
+	s->resync_reason = 0;
+	ehi_versions_reset(&s->seen);
+	set_version(s, head_version ? head_version : "");
+	/* needs_fetch stays: a notification may have named a revision above head */
+	s->acked = -1;				/* the reload covers the head */
+	if (c->resync_cb)
+	{
+		c->in_callback = 1;
+		c->resync_cb(c, s->org, reason, head, c->resync_arg);
+		c->in_callback = 0;
+	}
+}
+
+/*
+ * Compares a subscription with its organization's head: starts it if it
+ * waits for the head, marks it for fetching if it is behind, resyncs it if
+ * its history changed under it.  cursor_version: the version of the event
+ * at the cursor where the server told it (NULL otherwise).
+ */
+static void
+compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version, const char *cursor_version)
+{
+	if (s->cursor < 0)
+	{
+		s->cursor = head;
+		set_version(s, head_version);
+		return;
+	}
+	if (head < s->cursor)
+		resync(c, s, EH_RESYNC_CURSOR_AHEAD, head, head_version);
+	else if (s->version[0] && cursor_version && strcmp(cursor_version, s->version) != 0)
+		resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, head_version);
+	else if (s->version[0] && head == s->cursor && s->cursor > 0 && !cursor_version &&
+			 strcmp(head_version, s->version) != 0)
+		resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, head_version);
+	else if (head > s->cursor)
+		s->needs_fetch = 1;
+}
+
+/* A standby that was promoted: notifications may work now. */
+static void
+check_promotion(eh_client *c, int in_recovery)
+{
+	if (c->mode == LISTEN_OFF && c->no_listen == NO_LISTEN_STANDBY && !in_recovery &&
+		c->conn.state == EHI_CONN_IDLE)
+	{
+		ehi_log(c, EH_LOG_INFO, "the server is no longer a standby");
+		ehi_choose_listening(c, 0);
+	}
+}
+
+/*
+ * A query the server refused (or the connection broke): records why, and
+ * either reconnects or pauses before the next query.
+ */
+static void
+query_failed(eh_client *c, PGresult *res, const char *what)
+{
+	ehi_set_result_error(c, &c->conn, res, what);
+	if (ehi_result_breaks_connection(&c->conn, res))
+	{
+		ehi_connection_lost(c, c->errmsg);
+		return;
+	}
+	ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
+	ehi_retry_later(c);
+	c->pending_error = EH_ERR_SERVER;
+}
+
+/* ---------------------------------------------------------------- polls */
+
+static int
+send_state(eh_client *c)
+{
+	ehi_strbuf	names = {0};
+	ehi_strbuf	revs = {0};
+	const char *params[2];
+	int			rc;
+
+	ehi_sb_puts(&names, "{");
+	ehi_sb_puts(&revs, "{");
+	for (eh_sub *s = c->subs; s; s = s->next)
+	{
+		ehi_sb_array_element(&names, s->org);
+		ehi_sb_printf(&revs, "%s%lld", revs.len > 1 ? "," : "", (long long) (s->cursor > 0 ? s->cursor : 0));
+	}
+	ehi_sb_puts(&names, "}");
+	ehi_sb_puts(&revs, "}");
+	if (names.oom || revs.oom)
+	{
+		ehi_sb_free(&names);
+		ehi_sb_free(&revs);
+		ehi_set_error(c, "out of memory");
+		c->pending_error = EH_ERR_MEMORY;
+		return -1;
+	}
+	params[0] = names.data;
+	params[1] = revs.data;
+	rc = ehi_send_stmt(c, OP_STATE, NULL, STMT_STATE, STATE_SQL, 2, params);
+	ehi_sb_free(&names);
+	ehi_sb_free(&revs);
+	if (rc == 0)
+		c->counters[EH_STAT_POLLS]++;
+	return rc;
+}
+
+static void
+handle_state(eh_client *c, PGresult *res)
+{
+	int			row = 0;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		query_failed(c, res, "checking organization_states failed");
+		return;
+	}
+	c->error_backoff_ms = c->backoff_initial_ms;
+	/* The state query covers the subscriptions in order, as they were sent. */
+	for (eh_sub *s = c->subs; s && row < PQntuples(res); s = s->next, row++)
+	{
+		int			registered = !PQgetisnull(res, row, 0);
+
+		if (!PQgetisnull(res, row, 3))
+			ehi_set_token(c, s, PQgetvalue(res, row, 3));
+		compare_head(c, s, registered ? strtoll(PQgetvalue(res, row, 0), NULL, 10) : 0,
+					 registered ? PQgetvalue(res, row, 1) : "",
+					 PQgetisnull(res, row, 2) ? NULL : PQgetvalue(res, row, 2));
+	}
+	check_promotion(c, PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 4), "t") == 0);
+}
+
+/*
+ * The answer to a discovery: every organization the role may read.  Ones
+ * the client does not follow yet start at their head if they existed when
+ * it first looked (and it follows from EH_FROM_HEAD), and from their first
+ * event otherwise; they still need their token.
+ */
+static void
+handle_discover(eh_client *c, PGresult *res)
+{
+	ehi_strbuf	missing = {0};
+	int			n;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		query_failed(c, res, "discovering organizations failed");
+		return;
+	}
+	c->error_backoff_ms = c->backoff_initial_ms;
+	n = PQntuples(res);
+	ehi_sb_puts(&missing, "{");
+	for (int row = 0; row < n; row++)
+	{
+		const char *org = PQgetvalue(res, row, 0);
+		int64_t		head = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+		const char *head_version = PQgetvalue(res, row, 2);
+		eh_sub	   *s = ehi_find_sub(c, org);
+
+		if (!s)
+		{
+			int			from_head = !c->discovered && c->follow_all_from == EH_FROM_HEAD;
+
+			s = ehi_add_sub(c, org, from_head ? head : 0, from_head ? head_version : "", 1);
+			if (!s)
+			{
+				ehi_sb_free(&missing);
+				c->pending_error = EH_ERR_MEMORY;
+				return;
+			}
+			c->counters[EH_STAT_DISCOVERIES]++;
+			ehi_log(c, EH_LOG_DEBUG, "following organization \"%s\" from revision %lld",
+					org, (long long) s->cursor);
+		}
+		if (!s->token[0])
+			ehi_sb_array_element(&missing, org);
+		compare_head(c, s, head, head_version, NULL);
+	}
+	ehi_sb_puts(&missing, "}");
+	/* An explicit subscription from the head of an organization that does not exist yet. */
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (s->cursor < 0)
+			compare_head(c, s, 0, "", NULL);
+	c->discovered = 1;
+	if (missing.oom)
+	{
+		ehi_sb_free(&missing);
+		ehi_set_error(c, "out of memory");
+		c->pending_error = EH_ERR_MEMORY;
+		return;
+	}
+	free(c->tokens_pending);
+	c->tokens_pending = missing.len > 2 ? missing.data : NULL;
+	if (!c->tokens_pending)
+		ehi_sb_free(&missing);
+	check_promotion(c, n > 0 && strcmp(PQgetvalue(res, 0, 3), "t") == 0);
+}
+
+static void
+handle_tokens(eh_client *c, PGresult *res)
+{
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		query_failed(c, res, "reading notification tokens failed");
+		return;
+	}
+	for (int row = 0; row < PQntuples(res); row++)
+	{
+		eh_sub	   *s = ehi_find_sub(c, PQgetvalue(res, row, 0));
+
+		if (s && !PQgetisnull(res, row, 1))
+			ehi_set_token(c, s, PQgetvalue(res, row, 1));
+	}
+}
+
+/* -------------------------------------------------------------- fetches */
+
+static void
+send_fetch(eh_client *c, eh_sub *s)
+{
+	char		cursor_text[24];
+	char		batch_text[12];
+	char		bytes_text[12];
+	const char *params[5];
+
+	/*
+	 * Cleared before the query, which sees every version notified so far:
+	 * one it drains sets it again, unless the query returns it.
+	 */
+	s->needs_fetch = 0;
+	ehi_versions_clear_pending(&s->seen);
+	snprintf(cursor_text, sizeof(cursor_text), "%lld", (long long) s->cursor);
+	snprintf(batch_text, sizeof(batch_text), "%d", c->batch_size);
+	snprintf(bytes_text, sizeof(bytes_text), "%d", c->batch_bytes);
+	params[0] = s->org;
+	params[1] = cursor_text;
+	params[2] = batch_text;
+	params[3] = s->version;
+	params[4] = bytes_text;
+	switch (ehi_send_stmt(c, OP_FETCH, s, STMT_FETCH, FETCH_SQL, 5, params))
+	{
+		case 0:
+			c->counters[EH_STAT_FETCHES]++;
+			break;
+		case 1:
+			s->needs_fetch = 1; /* the statement is being prepared first */
+			break;
+		default:
+			s->needs_fetch = 1;
+			break;
+	}
+}
+
+static void
+handle_fetch(eh_client *c, eh_sub *s, PGresult *res)
+{
+	int			n;
+	int			truncated;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		int			reason = 0;
+
+		if (state && strcmp(state, "EH001") == 0)
+			reason = EH_RESYNC_HISTORY_REMOVED;
+		else if (state && strcmp(state, "EH002") == 0)
+			reason = EH_RESYNC_CURSOR_AHEAD;
+		else if (state && strcmp(state, "EH003") == 0)
+			reason = EH_RESYNC_VERSION_MISMATCH;
+		if (reason && !ehi_result_breaks_connection(&c->conn, res))
+		{
+			/* Read the head, then resync (OP_HEAD). */
+			s->resync_reason = reason;
+			return;
+		}
+		s->needs_fetch = 1;
+		query_failed(c, res, "fetching events failed");
+		return;
+	}
+	c->error_backoff_ms = c->backoff_initial_ms;
+
+	n = PQntuples(res);
+	for (int i = 0; i < n && !c->stop; i++)
+	{
+		eh_event	ev;
+		int			stop = 0;
+
+		ev.organization_id = PQgetvalue(res, i, 0);
+		ev.revision = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		ev.version_id = PQgetvalue(res, i, 2);
+		ev.processed_timestamp = PQgetvalue(res, i, 3);
+		ev.originated_timestamp = PQgetvalue(res, i, 4);
+		ev.event_type = PQgetvalue(res, i, 5);
+		ev.action = PQgetvalue(res, i, 6);
+		ev.entity_id = PQgetvalue(res, i, 7);
+		ev.correlation_id = PQgetvalue(res, i, 8);
+		ev.event_data = PQgetvalue(res, i, 9);
+		if (ev.revision != s->cursor + 1)
+		{
+			/* events_since guarantees this; never deliver out of order */
+			ehi_set_error(c, "server returned revision %lld of \"%s\" after %lld",
+						  (long long) ev.revision, s->org, (long long) s->cursor);
+			ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
+			c->pending_error = EH_ERR_SERVER;
+			s->needs_fetch = 1;
+			ehi_retry_later(c);
+			return;
+		}
+		if (c->event_cb)
+		{
+			c->in_callback = 1;
+			stop = c->event_cb(c, &ev, c->event_arg);
+			c->in_callback = 0;
+		}
+		s->cursor = ev.revision;
+		set_version(s, ev.version_id);
+		c->counters[EH_STAT_EVENTS_DELIVERED]++;
+		c->last_lag_ms = strtod(PQgetvalue(res, i, 10), NULL);
+		c->delivered++;
+		if (stop)
+			c->stop = 1;
+	}
+
+	/*
+	 * A full batch (by count or by size) may have more behind it; a stop
+	 * leaves rows undelivered.  Otherwise the query reached the head it saw:
+	 * a notification drained meanwhile calls for another only if it named a
+	 * version the query did not return.
+	 */
+	truncated = n == c->batch_size ||
+		(n > 0 && strtoll(PQgetvalue(res, n - 1, 11), NULL, 10) >= c->batch_bytes);
+	if (truncated || c->stop)
+		s->needs_fetch = 1;
+	else if (s->needs_fetch && !ehi_versions_pending(&s->seen))
+		s->needs_fetch = 0;
+}
+
+static void
+handle_head(eh_client *c, eh_sub *s, PGresult *res)
+{
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		query_failed(c, res, "reading the head revision failed");
+		return;
+	}
+	if (PQntuples(res) == 1)
+		resync(c, s, (eh_resync_reason) s->resync_reason, strtoll(PQgetvalue(res, 0, 0), NULL, 10),
+			   PQgetvalue(res, 0, 1));
+	else
+		resync(c, s, (eh_resync_reason) s->resync_reason, 0, "");
+}
+
+/* --------------------------------------------------------- dispatching */
+
+void
+ehi_handle_result(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
+{
+	if (!res)
+	{
+		ehi_set_error(c, "no answer to a query");
+		ehi_connection_lost(c, c->errmsg);
+		return;
+	}
+	switch (op)
+	{
+		case OP_NONE:
+			break;
+		case OP_HELLO:
+			ehi_handle_hello(c, res);
+			break;
+		case OP_PROBE_LISTEN:
+		case OP_LISTEN:
+			ehi_handle_listen(c, op, res);
+			break;
+		case OP_PREPARE:
+			if (PQresultStatus(res) == PGRES_COMMAND_OK)
+				c->prepared |= 1u << c->op_stmt;
+			else if (ehi_result_breaks_connection(&c->conn, res))
+			{
+				ehi_set_result_error(c, &c->conn, res, "connection lost");
+				ehi_connection_lost(c, c->errmsg);
+			}
+			else
+				c->prepare_off = 1;
+			break;
+		case OP_STATE:
+			handle_state(c, res);
+			break;
+		case OP_DISCOVER:
+			handle_discover(c, res);
+			break;
+		case OP_TOKENS:
+			handle_tokens(c, res);
+			break;
+		case OP_FETCH:
+			if (sub)
+				handle_fetch(c, sub, res);
+			break;
+		case OP_HEAD:
+			if (sub)
+				handle_head(c, sub, res);
+			break;
+		case OP_HEARTBEAT:
+			ehi_handle_heartbeat(c, &c->conn, res);
+			break;
+		case OP_PUBLISH:
+			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+				c->publish_revision = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+			else
+			{
+				ehi_set_result_error(c, &c->conn, res, "publishing failed");
+				c->publish_revision = -1;
+				if (ehi_result_breaks_connection(&c->conn, res))
+					ehi_connection_lost(c, c->errmsg);
+			}
+			break;
+	}
+}
+
+/* The next subscription to fetch, round robin; NULL if none needs it. */
+static eh_sub *
+next_to_fetch(eh_client *c)
+{
+	eh_sub	   *start = c->fetch_next ? c->fetch_next : c->subs;
+	eh_sub	   *s = start;
+
+	if (!s)
+		return NULL;
+	do
+	{
+		if (s->needs_fetch && !s->resync_reason)
+		{
+			c->fetch_next = s->next;
+			return s;
+		}
+		s = s->next ? s->next : c->subs;
+	} while (s != start);
+	return NULL;
+}
+
+/*
+ * Sends the next query the client needs, if any.  Returns 1 when one went
+ * out, 0 when there is nothing to do now, -1 when the connection broke.
+ */
+int
+ehi_next_query(eh_client *c)
+{
+	int64_t		now = ehi_now_ms();
+	int			rc;
+
+	if (c->mode == LISTEN_PROBING || c->conn.state != EHI_CONN_IDLE || c->hold_queries)
+		return 0;
+	if (now < c->paused_until)
+		return 0;
+	if (now >= c->next_poll_at)
+	{
+		ehi_schedule_poll(c);
+		if (c->follow_all)
+		{
+			c->next_discover_at = 0;
+			c->last_discover_at = now;
+			rc = ehi_send_stmt(c, OP_DISCOVER, NULL, STMT_DISCOVER, DISCOVER_SQL, 0, NULL);
+			if (rc == 0)
+				c->counters[EH_STAT_POLLS]++;
+			else if (rc == 1)
+				c->next_poll_at = 0;
+			return rc < 0 ? -1 : 1;
+		}
+		if (c->subs)
+		{
+			rc = send_state(c);
+			if (rc == 1)
+				c->next_poll_at = 0;
+			return rc < 0 ? -1 : 1;
+		}
+	}
+	if (c->follow_all && c->next_discover_at && now >= c->next_discover_at)
+	{
+		/* A notification named an organization the client does not know. */
+		c->next_poll_at = 0;
+		c->next_discover_at = 0;
+		return ehi_next_query(c);
+	}
+	if (c->tokens_pending)
+	{
+		const char *params[1] = {c->tokens_pending};
+
+		rc = ehi_send(c, OP_TOKENS, NULL, TOKENS_SQL, 1, params);
+		free(c->tokens_pending);
+		c->tokens_pending = NULL;
+		return rc < 0 ? -1 : 1;
+	}
+	for (eh_sub *s = c->subs; s; s = s->next)
+	{
+		if (s->resync_reason)
+		{
+			const char *params[1] = {s->org};
+
+			return ehi_send(c, OP_HEAD, s, HEAD_SQL, 1, params) < 0 ? -1 : 1;
+		}
+	}
+	if (!c->heartbeat_conninfo && ehi_heartbeat_due(c))
+	{
+		rc = ehi_send_heartbeat(c);
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
+		return 1;
+	}
+	{
+		eh_sub	   *s = next_to_fetch(c);
+
+		if (!s)
+			return 0;
+		send_fetch(c, s);
+		return c->conn.state == EHI_CONN_BUSY ? 1 : -1;
+	}
+}
+
+/* Whether the client has queries to send as soon as it can. */
+int
+ehi_work_pending(const eh_client *c)
+{
+	if (c->tokens_pending)
+		return 1;
+	for (const eh_sub *s = c->subs; s; s = s->next)
+		if ((s->needs_fetch || s->resync_reason) && !c->stop)
+			return 1;
+	return 0;
+}
+
+/* Called before a subscription goes away. */
+void
+ehi_forget_sub(eh_client *c, eh_sub *s)
+{
+	if (c->op_sub == s)
+		c->op_sub = NULL;		/* its answer is dropped */
+	if (c->fetch_next == s)
+		c->fetch_next = s->next;
+}
+
+/* ------------------------------------------------------- notifications */
+
+/*
+ * Takes the notifications libpq has buffered; marks subscriptions behind.
+ * A notification names an organization by its token and the version it
+ * moved to: one the subscription is already at needs no fetch.  An unknown
+ * token is another organization's, unless a subscription still waits for
+ * its token, which the next poll brings, or the client follows every
+ * organization: then it looks for new ones.  The zero token says that
+ * announcements were lost (the server's queue was full, or its notifier
+ * restarted): poll now.
+ */
+void
+ehi_drain_notifications(eh_client *c)
+{
+	PGnotify   *n;
+
+	while (c->conn.pg && (n = PQnotifies(c->conn.pg)) != NULL)
+	{
+		char		token[EH_TOKEN_LEN + 1];
+		char		version[EH_VERSION_ID_LEN + 1];
+
+		/*
+		 * The probe's answer counts only if it came while the client was
+		 * idle: a transaction-pooling proxy delivers what arrives during a
+		 * query, never what arrives between them.
+		 */
+		if (c->mode == LISTEN_PROBING && strcmp(n->relname, c->probe_channel) == 0 &&
+			c->conn.state == EHI_CONN_IDLE)
+			c->probe_received = 1;
+		else if (strcmp(n->relname, "eventhub") == 0)
+		{
+			c->counters[EH_STAT_NOTIFICATIONS]++;
+			if (ehi_parse_payload(n->extra, token, version) == 0)
+			{
+				eh_sub	   *s = ehi_map_get(&c->by_token, token);
+
+				if (strspn(token, "0") == EH_TOKEN_LEN)
+					c->next_poll_at = 0;
+				else if (s && s->cursor < 0)
+					c->next_poll_at = 0;
+				else if (s && ehi_versions_notified(&s->seen, version))
+					s->needs_fetch = 1;
+				else if (!s && c->follow_all)
+				{
+					int64_t		at = c->last_discover_at + DISCOVER_MIN_INTERVAL_MS;
+
+					if (!c->next_discover_at)
+						c->next_discover_at = at > ehi_now_ms() ? at : 1;
+				}
+				else if (!s)
+				{
+					for (eh_sub *t = c->subs; t; t = t->next)
+						if (!t->token[0])
+						{
+							c->next_poll_at = 0;
+							break;
+						}
+				}
+			}
+			else
+			{
+				ehi_log(c, EH_LOG_WARNING, "malformed eventhub notification payload: %s", n->extra);
+				c->next_poll_at = 0;
+			}
+		}
+		PQfreemem(n);
+	}
+}

@@ -1,0 +1,115 @@
+# 015_nonblocking.pl: the client never keeps its caller waiting on the
+# network (client/test_nonblock.c drives it like an event loop and times
+# every eh_process() and eh_client_free()).
+#
+#   - a server that accepts TCP connections and never answers: each
+#     eh_process() returns at once, the attempt is given up after the
+#     connect timeout and made again, and eh_client_free() returns at once;
+#   - a backend stopped with SIGSTOP: the query out on it times out, the
+#     client reconnects and delivers what was published meanwhile, every
+#     eh_process() staying short; freed while its new backend is stopped
+#     too, the client gives the deregistration the close timeout and no
+#     more.
+
+use strict;
+use warnings;
+
+use IO::Select;
+use IO::Socket::INET;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+
+my $driver = "$ENV{EVENTHUB_WORK}/client/test_nonblock";
+
+sub kv
+{
+	my ($out, $key) = @_;
+	return ($out =~ /\b$key=([\d.]+)/)[0];
+}
+
+#
+# A black hole: listens, accepts, never says a word.
+#
+my $hole = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
+  or die "cannot listen: $!";
+my $port = $hole->sockport;
+my ($out, $err) = ('', '');
+my $h = IPC::Run::start([ $driver, "host=127.0.0.1 port=$port dbname=nowhere user=nobody", '3.5', 'acme' ],
+	'>', \$out, '2>', \$err);
+my @held;
+my $select = IO::Select->new($hole);
+my $until = time() + 30;
+while ($h->pumpable && time() < $until)
+{
+	push @held, scalar $hole->accept if $select->can_read(0.05);
+	$h->pump_nb;
+}
+$h->finish;
+note("black hole: $out");
+cmp_ok(kv($out, 'longest_process_ms'), '<', 100,
+	'black hole: no eh_process() call waits for the server (longest ' . kv($out, 'longest_process_ms') . ' ms)');
+cmp_ok(scalar(@held), '>=', 2, 'black hole: the attempt timed out and was made again (' . scalar(@held) . ' connections)');
+cmp_ok(kv($out, 'free_ms'), '<', 100, 'black hole: eh_client_free() returns at once');
+close $_ for @held;
+
+#
+# A stopped backend.
+#
+my $node = PostgreSQL::Test::Cluster->new('nonblocking');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', "CREATE EXTENSION eventhub; SELECT eventhub.register_organization('acme')");
+
+sub backend_of
+{
+	my $pid = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND backend_type = 'client backend'");
+	return $pid =~ /^(\d+)$/ ? $1 : undef;
+}
+
+($out, $err) = ('', '');
+my $in = '';
+$h = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application_name=nbtest', '60', 'acme', 'nb-replica' ],
+	'<', \$in, '>', \$out, '2>', \$err);
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+$h->pump_nb while $out !~ /^ready$/m && time() < $deadline && usleep(20_000) >= 0;
+like($out, qr/^ready$/m, 'stopped backend: the client is at the head and listening');
+
+my $first = backend_of();
+ok($first, 'stopped backend: found the client\'s backend');
+kill 'STOP', $first;
+my $stopped_at = time();
+$node->safe_psql('postgres',
+	"SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'e' || g, NULL, '{}') FROM generate_series(1, 3) g");
+$h->pump_nb while $out !~ /^event 3$/m && time() < $deadline && usleep(20_000) >= 0;
+like($out, qr/^event 1\nevent 2\nevent 3$/m, 'stopped backend: events published meanwhile are delivered, in order');
+my $took = time() - $stopped_at;
+cmp_ok($took, '<', 10, sprintf('stopped backend: delivered after a query timeout and a reconnect (%.1f s)', $took));
+
+# Stop the new backend too, then free the client.
+my $second;
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'nbtest' AND pid <> $first AND state = 'idle'")
+  or die 'no second backend';
+$second = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND pid <> $first");
+kill 'STOP', $second;
+$in .= "stop\n";
+my $freed_by = time() + 5;
+$h->pump_nb while $h->pumpable && time() < $freed_by && usleep(20_000) >= 0;
+kill 'CONT', $second, $first;
+$h->finish;
+note("stopped backend: $out");
+cmp_ok(kv($out, 'longest_process_ms'), '<', 100,
+	'stopped backend: no eh_process() call waited (longest ' . (kv($out, 'longest_process_ms') // '?') . ' ms)');
+ok(defined kv($out, 'free_ms') && kv($out, 'free_ms') < 1000,
+	'stopped backend: eh_client_free() gave the deregistration its close timeout of 500 ms, no more ('
+	  . (kv($out, 'free_ms') // 'did not return') . ' ms)');
+is(kv($out, 'events'), 3, 'stopped backend: each event delivered once');
+
+
+$node->stop;
+done_testing();
