@@ -24,6 +24,12 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 SHLIB_LINK += -luuid
 # -Wno-unused-parameter: PostgreSQL's own headers trip -Wextra's check.
 PG_CFLAGS += -Wall -Wextra -Werror -Wmissing-prototypes -Wno-unused-parameter
+# The version of the SQL objects the library serves: the control file's.
+PG_CPPFLAGS += -DEVENTHUB_EXTVERSION='"$(EXTVERSION)"'
+
+# Releases keep their install script; the current one is built from
+# sql/eventhub.sql.
+DATA += $(filter-out $(DATA_built) $(wildcard sql/$(EXTENSION)--*--*.sql),$(wildcard sql/$(EXTENSION)--*.sql))
 
 # `make installcheck` runs the SQL and isolation suites against a server you
 # already run (PGHOST/PGPORT); `make test` runs everything on a throwaway one.

@@ -211,7 +211,7 @@ done
 # The floor: publish_event's UPDATE and INSERT as one top-level statement,
 # without the function (run with the write guard off).
 echo "WITH adv AS (UPDATE eventhub.organization_states s SET revision = s.revision + 1, version_id = gen_random_uuid()," \
-	"updated_at = clock_timestamp() WHERE s.organization = 'bench-' || :client_id" \
+	"updated_at = clock_timestamp() WHERE s.organization_id = 'bench-' || :client_id" \
 	"RETURNING s.revision, s.version_id, s.updated_at)" \
 	"INSERT INTO eventhub.events SELECT 'bench-' || :client_id, adv.revision, adv.version_id, adv.updated_at, now()," \
 	"'API', 'UPDATE', 'weather-api', adv.version_id::text, '$data' FROM adv;" >"$work/floor_own.sql"
@@ -282,7 +282,7 @@ sub_run() {
 	wait_file "$work/ready" "$pid" || fail "subscribers of $name did not get ready: $(cat "$out/sub_$name.err")"
 	sleep 0.5   # connected and idle before the first publish
 	pgb "$@" >"$out/pub_$name.log" 2>&1 || fail "pgbench failed: $(tail -5 "$out/pub_$name.log")"
-	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization = '$org'")
+	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'")
 	echo "$head" >&3
 	exec 3>&-
 	status=0

@@ -489,23 +489,23 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
  * operator role may run every one.
  */
 #define STATUS_ORGS_SQL(WHERE) \
-	"SELECT s.organization, s.revision, s.version_id," \
+	"SELECT s.organization_id, s.revision, s.version_id," \
 	" to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS updated_at," \
 	" COALESCE(k.kept_events, 0) AS kept_events" \
 	" FROM eventhub.organization_states s" \
 	" LEFT JOIN (SELECT e.organization_id, count(*) AS kept_events FROM eventhub.events e" \
-	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization" \
+	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization_id" \
 	WHERE \
-	" ORDER BY s.organization"
+	" ORDER BY s.organization_id"
 
 #define STATUS_ORGS_JSON_SQL(WHERE) \
 	"SELECT COALESCE(json_agg(json_build_object(" \
-	" 'organization', s.organization, 'revision', s.revision, 'version_id', s.version_id," \
+	" 'organization_id', s.organization_id, 'revision', s.revision, 'version_id', s.version_id," \
 	" 'updated_at', s.updated_at, 'kept_events', COALESCE(k.kept_events, 0))" \
-	" ORDER BY s.organization), '[]')" \
+	" ORDER BY s.organization_id), '[]')" \
 	" FROM eventhub.organization_states s" \
 	" LEFT JOIN (SELECT e.organization_id, count(*) AS kept_events FROM eventhub.events e" \
-	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization" \
+	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization_id" \
 	WHERE
 
 /*
@@ -564,7 +564,7 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
 	" ORDER BY r.replica_id), '[]')" \
 	" FROM eventhub.replica_status r WHERE r.organization_id = $1"
 
-#define ORG_FILTER " WHERE s.organization = $1"
+#define ORG_FILTER " WHERE s.organization_id = $1"
 #define ORG_FILTER_VIEW " WHERE organization_id = $2"
 
 /* Columns of the summary printed as a table; the others serve the probe and --json. */

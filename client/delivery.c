@@ -6,7 +6,7 @@
  * the application.  Everything else is a hint of where to look: a
  * notification, a poll of organization_states, a reconnect.  Events are
  * fetched with eventhub.events_since(organization, cursor, ..., version),
- * which returns them gapless and in order or raises EH001/EH002/EH003; an
+ * which returns them gapless and in order or raises ZE001/ZE002/ZE003; an
  * event is delivered only if its revision is cursor + 1, and the cursor then
  * moves to it.  So nothing is skipped and nothing is delivered twice,
  * whatever the hints do.
@@ -30,7 +30,7 @@
  * delivery lag by the server's clock, and each event's size as text with
  * the sizes before it, so that a batch stops at $5 bytes (always holding at
  * least one event; OFFSET 0 keeps the data converted to text once).  The version at the cursor goes along, so that a
- * rewritten history raises EH003 before anything past the cursor is
+ * rewritten history raises ZE003 before anything past the cursor is
  * delivered.
  */
 #define FETCH_SQL \
@@ -59,7 +59,7 @@
 	"  THEN eventhub.notification_token(c.org) END," \
 	" pg_is_in_recovery()" \
 	" FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(org, cursor, n)" \
-	" LEFT JOIN eventhub.organization_states s ON s.organization = c.org" \
+	" LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org" \
 	" LEFT JOIN eventhub.events e ON e.organization_id = c.org AND e.revision = c.cursor" \
 	" ORDER BY c.n"
 
@@ -70,7 +70,7 @@
  * come with TOKENS_SQL.
  */
 #define DISCOVER_SQL \
-	"SELECT s.organization, s.revision, s.version_id::text, pg_is_in_recovery()" \
+	"SELECT s.organization_id, s.revision, s.version_id::text, pg_is_in_recovery()" \
 	" FROM eventhub.organization_states s"
 
 #define TOKENS_SQL \
@@ -79,7 +79,7 @@
 	" FROM unnest($1::text[]) AS c(org)"
 
 #define HEAD_SQL \
-	"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization = $1"
+	"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = $1"
 
 /* The subscription is at version ("" unknown). */
 static void
@@ -364,12 +364,16 @@ handle_fetch(eh_client *c, eh_sub *s, PGresult *res)
 		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 		int			reason = 0;
 
-		if (state && strcmp(state, "EH001") == 0)
-			reason = EH_RESYNC_HISTORY_REMOVED;
-		else if (state && strcmp(state, "EH002") == 0)
-			reason = EH_RESYNC_CURSOR_AHEAD;
-		else if (state && strcmp(state, "EH003") == 0)
-			reason = EH_RESYNC_VERSION_MISMATCH;
+		/* ZE00n since 0.2.0; EH00n, their names in 0.1.0, are recognized too. */
+		if (state && (strncmp(state, "ZE", 2) == 0 || strncmp(state, "EH", 2) == 0))
+		{
+			if (strcmp(state + 2, "001") == 0)
+				reason = EH_RESYNC_HISTORY_REMOVED;
+			else if (strcmp(state + 2, "002") == 0)
+				reason = EH_RESYNC_CURSOR_AHEAD;
+			else if (strcmp(state + 2, "003") == 0)
+				reason = EH_RESYNC_VERSION_MISMATCH;
+		}
 		if (reason && !ehi_result_breaks_connection(&c->conn, res))
 		{
 			/* Read the head, then resync (OP_HEAD). */

@@ -90,10 +90,10 @@ typedef struct eh_event
  */
 typedef enum eh_resync_reason
 {
-	EH_RESYNC_HISTORY_REMOVED = 1,	/* retention removed events not yet delivered (SQLSTATE EH001) */
-	EH_RESYNC_CURSOR_AHEAD = 2, /* the server's head is below the cursor (EH002; failover, restore) */
+	EH_RESYNC_HISTORY_REMOVED = 1,	/* retention removed events not yet delivered (SQLSTATE ZE001) */
+	EH_RESYNC_CURSOR_AHEAD = 2, /* the server's head is below the cursor (ZE002; failover, restore) */
 	EH_RESYNC_VERSION_MISMATCH = 3	/* the event at the cursor has another version_id: history
-									 * rewritten, a failover (EH003) */
+									 * rewritten, a failover (ZE003) */
 } eh_resync_reason;
 
 /* Log levels; eh_log_level_name() gives "debug", "info"... */

@@ -12,12 +12,21 @@
 
 #include <limits.h>
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 
 #include "eventhub.h"
 
@@ -165,6 +174,83 @@ _PG_init(void)
 		EventhubNotifyShmemInit();
 		EventhubRegisterWorkers();
 	}
+}
+
+/*
+ * The organization_states table of a database whose eventhub SQL objects
+ * this library has found at its own version; InvalidOid until then, and
+ * again once anything invalidates that table (DROP EXTENSION does).
+ */
+static Oid	current_schema_relid = InvalidOid;
+
+static void
+SchemaCheckInvalidate(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == current_schema_relid)
+		current_schema_relid = InvalidOid;
+}
+
+/*
+ * The version of eventhub's SQL objects in this database
+ * (pg_extension.extversion), palloc'd, or NULL when it is not installed.
+ */
+char *
+EventhubInstalledVersion(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("eventhub"));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = text_to_cstring(DatumGetTextPP(d));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * Refuses to go on while this database's eventhub SQL objects are older (or
+ * newer) than this library: new binaries installed, ALTER EXTENSION eventhub
+ * UPDATE not yet run.  The library's queries name the current objects, so
+ * it says so plainly instead of failing on a missing column halfway.  One
+ * catalog lookup per session while the answer is yes; none during CREATE
+ * or ALTER EXTENSION, whose scripts may call eventhub's functions.
+ */
+void
+EventhubRequireCurrentSchema(void)
+{
+	static bool callback_registered = false;
+	char	   *installed;
+
+	if (OidIsValid(current_schema_relid) || creating_extension)
+		return;
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(SchemaCheckInvalidate, (Datum) 0);
+		callback_registered = true;
+	}
+	installed = EventhubInstalledVersion();
+	if (installed == NULL || strcmp(installed, EVENTHUB_EXTVERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("eventhub's SQL objects in this database are at version %s, its library at version %s",
+						installed ? installed : "(none)", EVENTHUB_EXTVERSION),
+				 errdetail("New binaries were installed; the database has not been updated yet."),
+				 errhint("Run ALTER EXTENSION eventhub UPDATE in this database.")));
+	current_schema_relid = EventhubRelid("organization_states");
 }
 
 /*

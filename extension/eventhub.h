@@ -40,6 +40,8 @@ extern void _PG_init(void);
 
 /* eventhub.c: helpers */
 extern Oid	EventhubRelid(const char *relname);
+extern char *EventhubInstalledVersion(void);
+extern void EventhubRequireCurrentSchema(void);
 extern Datum EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 									 int maxbytes);
 /*

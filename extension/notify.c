@@ -901,3 +901,21 @@ eventhub_notifier_main(Datum main_arg)
 							 gather_ms, PG_WAIT_EXTENSION);
 	}
 }
+
+/*
+ * The per-event trigger function of eventhub 0.1.0, whose install script
+ * names it: kept so that a database still at 0.1.0 loads this library and
+ * can be updated.  ALTER EXTENSION eventhub UPDATE drops the trigger; until
+ * then publish_event refuses first, so nothing reaches it.
+ */
+PG_FUNCTION_INFO_V1(notify_event);
+
+Datum
+notify_event(PG_FUNCTION_ARGS)
+{
+	EventhubRequireCurrentSchema();
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("eventhub.notify_event() belongs to eventhub 0.1.0 and is no longer used")));
+	PG_RETURN_NULL();			/* not reached */
+}

@@ -66,7 +66,7 @@ static EventhubPlan restore_plan;
 	" UPDATE eventhub.organization_states s" \
 	" SET revision = s.revision OPERATOR(pg_catalog.+) 1, version_id = $2," \
 	" updated_at = pg_catalog.clock_timestamp()" \
-	" WHERE s.organization OPERATOR(pg_catalog.=) $1" condition \
+	" WHERE s.organization_id OPERATOR(pg_catalog.=) $1" condition \
 	" RETURNING s.revision, s.updated_at)"
 #define INSERT_FROM_ADV \
 	"INSERT INTO eventhub.events" \
@@ -163,9 +163,9 @@ InsertOrganization(Datum org, pg_uuid_t *version)
 
 	plan = EventhubKeptPlan(&insert_org_plan,
 					"INSERT INTO eventhub.organization_states"
-					" (organization, version_id, revision, updated_at)"
+					" (organization_id, version_id, revision, updated_at)"
 					" VALUES ($1, $2, 0, $3)"
-					" ON CONFLICT (organization) DO NOTHING",
+					" ON CONFLICT (organization_id) DO NOTHING",
 					3, argtypes);
 
 	NewUuid(version);
@@ -201,14 +201,14 @@ AdvanceOrganization(Datum org, const pg_uuid_t *version, TimestampTz *processed)
 							   "UPDATE eventhub.organization_states"
 							   " SET revision = revision OPERATOR(pg_catalog.+) 1, version_id = $2,"
 							   " updated_at = pg_catalog.clock_timestamp()"
-							   " WHERE organization OPERATOR(pg_catalog.=) $1"
+							   " WHERE organization_id OPERATOR(pg_catalog.=) $1"
 							   " RETURNING revision, updated_at",
 							   2, argtypes);
 	create = EventhubKeptPlan(&create_org_plan,
 							  "INSERT INTO eventhub.organization_states"
-							  " (organization, version_id, revision, updated_at)"
+							  " (organization_id, version_id, revision, updated_at)"
 							  " VALUES ($1, $2, 1, pg_catalog.clock_timestamp())"
-							  " ON CONFLICT (organization) DO NOTHING"
+							  " ON CONFLICT (organization_id) DO NOTHING"
 							  " RETURNING revision, updated_at",
 							  2, argtypes);
 	values[0] = org;
@@ -271,7 +271,7 @@ RestoreOrganization(Datum org, int64 revision)
 							" SET revision = e.revision, version_id = e.version_id,"
 							" updated_at = e.processed_timestamp"
 							" FROM eventhub.events e"
-							" WHERE s.organization OPERATOR(pg_catalog.=) $1"
+							" WHERE s.organization_id OPERATOR(pg_catalog.=) $1"
 							" AND e.organization_id OPERATOR(pg_catalog.=) $1"
 							" AND e.revision OPERATOR(pg_catalog.=) $2",
 							2, argtypes);
@@ -498,6 +498,7 @@ publish_event(PG_FUNCTION_ARGS)
 	volatile int64 revision = 0;
 	int			saved;
 
+	EventhubRequireCurrentSchema();
 	a.org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
 	a.event_type = EventhubRequiredTextArg(fcinfo, 1, "event_type", 0);
 	a.action = RequiredActionArg(fcinfo, 2);
@@ -565,9 +566,12 @@ publish_event(PG_FUNCTION_ARGS)
 Datum
 register_organization(PG_FUNCTION_ARGS)
 {
-	Datum		org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	Datum		org;
 	pg_uuid_t  *result = palloc(sizeof(pg_uuid_t));
 	int			saved;
+
+	EventhubRequireCurrentSchema();
+	org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
 
 	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_PUBLISH);
 
@@ -586,7 +590,7 @@ register_organization(PG_FUNCTION_ARGS)
 
 			plan = EventhubKeptPlan(&select_org_plan,
 									"SELECT version_id FROM eventhub.organization_states"
-									" WHERE organization OPERATOR(pg_catalog.=) $1",
+									" WHERE organization_id OPERATOR(pg_catalog.=) $1",
 									1, argtypes);
 			ret = SPI_execute_plan(plan, &org, NULL, false, 1);
 			if (ret != SPI_OK_SELECT || SPI_processed != 1)

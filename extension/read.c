@@ -5,8 +5,8 @@
  * A reader's cursor is the revision and version id of the last event it
  * applied.  events_since returns the events after it, in revision order,
  * and never a gap nor events that follow a history the reader does not
- * have: it raises EH001 (events the reader needs were removed), EH002 (the
- * cursor is above the head) or EH003 (the history at the cursor has another
+ * have: it raises ZE001 (events the reader needs were removed), ZE002 (the
+ * cursor is above the head) or ZE003 (the history at the cursor has another
  * version).  The head and the events come from one snapshot (the function
  * is STABLE and its queries run read-only in the caller's snapshot), so
  * every revision up to the head is either returned or was removed.
@@ -58,7 +58,7 @@ ReadHead(Datum org, int64 after_revision, int64 *head, pg_uuid_t *head_version,
 											"   WHERE c.organization_id OPERATOR(pg_catalog.=) $1"
 											"   AND c.revision OPERATOR(pg_catalog.=) $2)"
 											" FROM eventhub.organization_states s"
-											" WHERE s.organization OPERATOR(pg_catalog.=) $1",
+											" WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
 											2, argtypes),
 						   values, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
@@ -219,7 +219,7 @@ events_since(PG_FUNCTION_ARGS)
 	ReadHead(org, after, &head, &head_version, &have_head_version, &at_cursor, &have_at_cursor);
 	if (after > head)
 		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE('E', 'H', '0', '0', '2')),
+				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '2')),
 				 errmsg("revision " INT64_FORMAT " is ahead of organization \"%s\"", after, org_text),
 				 errdetail("The head revision of organization \"%s\" is " INT64_FORMAT ".", org_text, head),
 				 errhint("The database no longer has history this reader has seen, for example after a failover. Reload the full state and continue from the head revision.")));
@@ -237,7 +237,7 @@ events_since(PG_FUNCTION_ARGS)
 
 		if (here && memcmp(here->data, applied->data, UUID_LEN) != 0)
 			ereport(ERROR,
-					(errcode(MAKE_SQLSTATE('E', 'H', '0', '0', '3')),
+					(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '3')),
 					 errmsg("history of organization \"%s\" diverged at revision " INT64_FORMAT, org_text, after),
 					 errdetail("Revision " INT64_FORMAT " has version %s here; the reader applied version %s. The head revision is " INT64_FORMAT ".",
 							   after, UuidText(here), UuidText(applied), head),
@@ -281,7 +281,7 @@ events_since(PG_FUNCTION_ARGS)
 	/* A short batch must end at the head. */
 	if (receiver.returned < (uint64) max_events && receiver.expected <= head)
 		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE('E', 'H', '0', '0', '1')),
+				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '1')),
 				 errmsg("events of organization \"%s\" after revision " INT64_FORMAT " have been removed",
 						org_text, receiver.expected - 1),
 				 errdetail("Revision " INT64_FORMAT " is no longer kept; the head revision is " INT64_FORMAT ".",

@@ -341,7 +341,7 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 											" FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 											" WITH ORDINALITY AS c(org, rev, n)"
 											" LEFT JOIN eventhub.organization_states s"
-											"  ON s.organization OPERATOR(pg_catalog.=) c.org"
+											"  ON s.organization_id OPERATOR(pg_catalog.=) c.org"
 											" WHERE c.rev OPERATOR(pg_catalog.>) COALESCE(s.revision, 0)"
 											" ORDER BY c.n LIMIT 1",
 											2, head_types),
@@ -372,7 +372,10 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 											" ON CONFLICT ON CONSTRAINT replicas_pkey DO UPDATE"
 											" SET last_heartbeat = pg_catalog.now(),"
 											" labels = COALESCE($2, r.labels),"
-											" version = COALESCE($3, r.version)"
+											" version = COALESCE($3, r.version),"
+											/* registered before 0.2.0, by no role: claimed */
+											" owner = CASE WHEN r.owner::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
+											"  THEN $4 ELSE r.owner END"
 											" RETURNING owner",
 											4, replica_types),
 						   values, nulls, false, 1);

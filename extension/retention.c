@@ -167,6 +167,7 @@ run_maintenance(PG_FUNCTION_ARGS)
 	int64		total = 0;
 	int64		deleted;
 
+	EventhubRequireCurrentSchema();
 	EventhubRetentionNow(&r);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");

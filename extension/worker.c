@@ -152,18 +152,35 @@ EventhubPinSettings(void)
 }
 
 /*
- * Whether CREATE EXTENSION eventhub has run in this database.
+ * What CREATE EXTENSION eventhub and ALTER EXTENSION eventhub UPDATE have
+ * left in this database: no extension, SQL objects at another version than
+ * this library's (the installed version goes into version), or current.
  */
-static bool
-ExtensionInstalled(void)
+typedef enum ExtensionState
 {
-	bool		installed;
+	EXTENSION_MISSING,
+	EXTENSION_OUTDATED,
+	EXTENSION_CURRENT
+} ExtensionState;
+
+static ExtensionState
+GetExtensionState(char *version, size_t len)
+{
+	char	   *installed;
+	ExtensionState state;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	installed = OidIsValid(get_extension_oid("eventhub", true));
+	installed = EventhubInstalledVersion();
+	if (installed == NULL)
+		state = EXTENSION_MISSING;
+	else
+	{
+		strlcpy(version, installed, len);
+		state = strcmp(installed, EVENTHUB_EXTVERSION) == 0 ? EXTENSION_CURRENT : EXTENSION_OUTDATED;
+	}
 	CommitTransactionCommand();
-	return installed;
+	return state;
 }
 
 /*
@@ -368,7 +385,7 @@ MsUntil(TimestampTz t, TimestampTz now)
 void
 eventhub_worker_main(Datum main_arg)
 {
-	bool		waiting_logged = false;
+	ExtensionState logged_state = EXTENSION_CURRENT;	/* what was last logged */
 	TimestampTz next_cycle = 0;
 	TimestampTz next_check = 0;
 
@@ -404,24 +421,40 @@ eventhub_worker_main(Datum main_arg)
 			next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
 		else if (next_cycle <= now || next_check <= now)
 		{
-			if (!ExtensionInstalled())
+			char		version[NAMEDATALEN];
+			ExtensionState state = GetExtensionState(version, sizeof(version));
+
+			if (state == EXTENSION_MISSING)
 			{
-				if (!waiting_logged)
+				if (logged_state != state)
 					ereport(LOG,
 							(errmsg("eventhub background worker is waiting for the extension in database \"%s\"",
 									eventhub_database),
 							 errhint("Run CREATE EXTENSION eventhub in database \"%s\", or set eventhub.database.",
 									 eventhub_database)));
-				waiting_logged = true;
+				logged_state = state;
+				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
+			}
+			else if (state == EXTENSION_OUTDATED)
+			{
+				/* Its queries name this version's objects: wait, retain all. */
+				if (logged_state != state)
+					ereport(LOG,
+							(errmsg("eventhub background worker is waiting for the extension in database \"%s\" to be updated from version %s to %s",
+									eventhub_database, version, EVENTHUB_EXTVERSION),
+							 errdetail("Retention and housekeeping are paused until then."),
+							 errhint("Run ALTER EXTENSION eventhub UPDATE in database \"%s\".",
+									 eventhub_database)));
+				logged_state = state;
 				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
 			}
 			else
 			{
-				if (waiting_logged)
+				if (logged_state != EXTENSION_CURRENT)
 					ereport(LOG,
 							(errmsg("eventhub background worker found the extension in database \"%s\"",
 									eventhub_database)));
-				waiting_logged = false;
+				logged_state = EXTENSION_CURRENT;
 				if (next_cycle <= now)
 				{
 					MaintenanceCycle();

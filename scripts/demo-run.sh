@@ -86,7 +86,7 @@ value "SELECT string_agg(replica_id, ', ' ORDER BY replica_id) || ' registered' 
 
 step "burst 1: 120 changes over four organizations"
 burst 1 120
-value "SELECT 'published so far: ' || string_agg(organization || ' ' || revision, ', ' ORDER BY organization) FROM eventhub.organization_states"
+value "SELECT 'published so far: ' || string_agg(organization_id || ' ' || revision, ', ' ORDER BY organization_id) FROM eventhub.organization_states"
 
 step "replica-2 loses its connection (pg_terminate_backend), and burst 2 goes on meanwhile"
 value "SELECT 'terminated: ' || count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'replica-2'"
@@ -121,9 +121,9 @@ pids=()
 value "SELECT org || E'\t' || id || E'\t' || spec::text FROM apis ORDER BY org, id" >"$work/apis.map"
 
 step "result"
-heads=$(value "SELECT string_agg(organization || '=' || revision, ' ' ORDER BY organization) FROM eventhub.organization_states")
+heads=$(value "SELECT string_agg(organization_id || '=' || revision, ' ' ORDER BY organization_id) FROM eventhub.organization_states")
 # The heads in the order of orgs, as the replicas print what they applied.
-expected=$(for o in "${orgs[@]}"; do value "SELECT revision FROM eventhub.organization_states WHERE organization = '$o'"; done | tr '\n' ' ')
+expected=$(for o in "${orgs[@]}"; do value "SELECT revision FROM eventhub.organization_states WHERE organization_id = '$o'"; done | tr '\n' ' ')
 echo "heads: $heads"
 printf '%-10s %-38s %7s %8s %8s %8s %10s  %s\n' replica "applied (acme globex initech umbrella)" events \
 	"p50 ms" "p99 ms" "max ms" reconnects "entity map"

@@ -26,7 +26,7 @@ COMMENT ON SCHEMA eventhub IS 'eventhub: ordered, exactly-once configuration cha
 -- order and their indexes do not depend on the operating system's locale
 -- data, which can change under an index with an upgrade of the C library.
 CREATE TABLE eventhub.organization_states (
-    organization text COLLATE "C" PRIMARY KEY,
+    organization_id text COLLATE "C" PRIMARY KEY,
     version_id   uuid NOT NULL,
     revision     bigint NOT NULL,
     updated_at   timestamptz NOT NULL
@@ -34,7 +34,7 @@ CREATE TABLE eventhub.organization_states (
 
 COMMENT ON TABLE eventhub.organization_states IS
 'One row per organization: its head revision (the revision of its latest event, 0 before the first) and the version id that changes with every event.';
-COMMENT ON COLUMN eventhub.organization_states.organization IS 'Organization id, as passed to publish_event.';
+COMMENT ON COLUMN eventhub.organization_states.organization_id IS 'Organization id, as passed to publish_event.';
 COMMENT ON COLUMN eventhub.organization_states.version_id IS 'Rotated to a new random UUID by every event; equals the version_id of the head event.';
 COMMENT ON COLUMN eventhub.organization_states.revision IS 'Head revision: the highest revision ever assigned in this organization. Retention never lowers it.';
 COMMENT ON COLUMN eventhub.organization_states.updated_at IS 'When the organization was registered or last published to.';
@@ -116,7 +116,7 @@ COMMENT ON FUNCTION eventhub.publish_event(text, text, text, text, text, jsonb, 
 -- organization_states.revision and version_id to skip history).  LISTEN
 -- eventhub first, then call events_since with the cursor until it returns
 -- fewer than max_events rows, advancing the cursor to the last row's
--- revision and version_id.  On SQLSTATE EH001, EH002 or EH003 read the head
+-- revision and version_id.  On SQLSTATE ZE001, ZE002 or ZE003 read the head
 -- (organization_states.revision and version_id), reload the full state, and
 -- continue from that head.
 CREATE FUNCTION eventhub.events_since(
@@ -131,7 +131,7 @@ LANGUAGE C STABLE ROWS 1000;
 -- its queries qualify every name, operators included.
 
 COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) IS
-'Returns up to max_events events of an organization with revision > after_revision, in revision order. Raises SQLSTATE EH001 when events the caller has not seen were removed, EH002 when after_revision is above the head revision, and EH003 when the event at after_revision (or the head, at it) has another version than after_version: all three mean "reload the full state".';
+'Returns up to max_events events of an organization with revision > after_revision, in revision order. Raises SQLSTATE ZE001 when events the caller has not seen were removed, ZE002 when after_revision is above the head revision, and ZE003 when the event at after_revision (or the head, at it) has another version than after_version: all three mean "reload the full state".';
 
 --
 -- Retention
@@ -144,7 +144,7 @@ LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(timestamptz) IS
-'Deletes the events of every organization processed before older_than and returns how many. Never changes organization_states; readers behind the removed events get SQLSTATE EH001.';
+'Deletes the events of every organization processed before older_than and returns how many. Never changes organization_states; readers behind the removed events get SQLSTATE ZE001.';
 
 CREATE FUNCTION eventhub.cleanup_events(organization_id text, from_ts timestamptz, to_ts timestamptz)
 RETURNS bigint
@@ -153,7 +153,7 @@ LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
-'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE EH001.';
+'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE ZE001.';
 
 CREATE FUNCTION eventhub.run_maintenance()
 RETURNS bigint
@@ -394,7 +394,7 @@ SELECT r.replica_id,
        r.owner
   FROM eventhub.replicas r
   LEFT JOIN eventhub.replica_progress p ON p.replica_id = r.replica_id
-  LEFT JOIN eventhub.organization_states s ON s.organization = p.organization_id
+  LEFT JOIN eventhub.organization_states s ON s.organization_id = p.organization_id
   LEFT JOIN (SELECT q.organization_id, q.applied_revision,
                     pg_catalog.min(q.config_hash COLLATE "C") FILTER (WHERE q.replica_id = ANY (live.ids)) AS live_least,
                     pg_catalog.max(q.config_hash COLLATE "C") FILTER (WHERE q.replica_id = ANY (live.ids)) AS live_greatest
@@ -443,7 +443,7 @@ COMMENT ON COLUMN eventhub.replica_status.owner IS 'The role that registered the
 
 ALTER TABLE eventhub.organization_states ENABLE ROW LEVEL SECURITY;
 CREATE POLICY organization_states_read ON eventhub.organization_states FOR SELECT
-    USING (eventhub.has_organization_privilege(organization, 'read'));
+    USING (eventhub.has_organization_privilege(organization_id, 'read'));
 COMMENT ON POLICY organization_states_read ON eventhub.organization_states IS
 'Rows of the organizations the calling role may read.';
 

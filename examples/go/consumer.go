@@ -105,7 +105,7 @@ func (c *consumer) session(ctx context.Context) (connected bool, err error) {
 		logf("the server is a standby: LISTEN is refused, polling only")
 	}
 	// Learn the tokens (the poll does), then step 3 for every organization:
-	// the catch-up also checks each cursor's version (EH003) after a restart.
+	// the catch-up also checks each cursor's version (ZE003) after a restart.
 	if _, err := c.pollStates(ctx, conn); err != nil {
 		return false, err
 	}
@@ -200,7 +200,7 @@ func (c *consumer) pollStates(ctx context.Context, conn *pgx.Conn) ([]string, er
 	rows, err := conn.Query(ctx, `
 		SELECT o.org, eventhub.notification_token(o.org), s.revision, s.version_id::text
 		  FROM unnest($1::text[]) AS o(org)
-		  LEFT JOIN eventhub.organization_states s ON s.organization = o.org`, c.orgs)
+		  LEFT JOIN eventhub.organization_states s ON s.organization_id = o.org`, c.orgs)
 	if err != nil {
 		return nil, err
 	}
@@ -260,13 +260,13 @@ type event struct {
 }
 
 // catchUp applies the organization's events after its cursor, a batch at a
-// time, until a batch is short (step 3), and resyncs on EH001, EH002 or
-// EH003 (step 5).
+// time, until a batch is short (step 3), and resyncs on ZE001, ZE002 or
+// ZE003 (step 5).
 func (c *consumer) catchUp(ctx context.Context, conn *pgx.Conn, org string) error {
 	for {
 		batch, err := c.fetch(ctx, conn, org)
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "EH001" || pgErr.Code == "EH002" || pgErr.Code == "EH003") {
+		if errors.As(err, &pgErr) && (pgErr.Code == "ZE001" || pgErr.Code == "ZE002" || pgErr.Code == "ZE003") {
 			if err := c.resync(ctx, conn, org, pgErr.Code); err != nil {
 				return err
 			}
@@ -288,7 +288,7 @@ func (c *consumer) catchUp(ctx context.Context, conn *pgx.Conn, org string) erro
 
 // fetch reads one batch after the cursor. The whole batch is read before
 // any of it is applied: the README does not promise that an error
-// (EH001, ...) comes before the first row, and a batch that ends in one is
+// (ZE001, ...) comes before the first row, and a batch that ends in one is
 // not used.
 func (c *consumer) fetch(ctx context.Context, conn *pgx.Conn, org string) ([]event, error) {
 	cur := c.cursors.cursors[org]
@@ -332,7 +332,7 @@ func (c *consumer) apply(org string, e event) error {
 func (c *consumer) resync(ctx context.Context, conn *pgx.Conn, org, reason string) error {
 	head := cursor{}
 	err := conn.QueryRow(ctx,
-		"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization = $1",
+		"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = $1",
 		org).Scan(&head.Revision, &head.VersionID)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) { // no row: not registered, head 0
 		return err

@@ -8,7 +8,7 @@
 // It prints one line per applied event and per resync:
 //
 //	EVENT <org> <revision> <version_id> <action> <entity_id>
-//	RESYNC <org> <EH001|EH002|EH003> <head_revision> <head_version_id or ->
+//	RESYNC <org> <ZE001|ZE002|ZE003> <head_revision> <head_version_id or ->
 //
 // and keeps its cursors in the cursor file, so that a restarted consumer
 // resumes where it stopped. Exit status: 0 after --count events, 1 on a

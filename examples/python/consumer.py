@@ -9,7 +9,7 @@ README alone ("The consumer protocol" under eventhub.events_since,
 It prints one line per applied event and per resync:
 
     EVENT <org> <revision> <version_id> <action> <entity_id>
-    RESYNC <org> <EH001|EH002|EH003> <head_revision> <head_version_id or ->
+    RESYNC <org> <ZE001|ZE002|ZE003> <head_revision> <head_version_id or ->
 
 and keeps its cursors in the cursor file, so that a restarted consumer
 resumes where it stopped. Exit status: 0 after --count events, 1 on a
@@ -32,7 +32,7 @@ from psycopg import pq
 BATCH_SIZE = 1000  # events_since's max_events (protocol step 3)
 ZERO_TOKEN = "0" * 32  # "poll now" (README, Notifications)
 MIN_BACKOFF, MAX_BACKOFF = 0.1, 2.0
-RESYNC_STATES = ("EH001", "EH002", "EH003")
+RESYNC_STATES = ("ZE001", "ZE002", "ZE003")
 # connection exception; terminated backend, server shutting down or starting
 # up; too many connections, out of memory; serialization failure, deadlock
 RETRYABLE_CLASSES = ("08", "57P", "53", "40")
@@ -182,7 +182,7 @@ class Consumer:
                 log("the server is a standby: LISTEN is refused, polling only")
             # Learn the tokens (the poll does), then step 3 for every
             # organization: the catch-up also checks each cursor's version
-            # (EH003) after a restart.
+            # (ZE003) after a restart.
             self.poll_states(conn)
             for org in self.orgs:
                 self.catch_up(conn, org)
@@ -264,7 +264,7 @@ class Consumer:
         rows = conn.execute(
             """SELECT o.org, eventhub.notification_token(o.org), s.revision, s.version_id::text
                  FROM unnest(%s::text[]) AS o(org)
-                 LEFT JOIN eventhub.organization_states s ON s.organization = o.org""",
+                 LEFT JOIN eventhub.organization_states s ON s.organization_id = o.org""",
             (self.orgs,),
         ).fetchall()
         self.tokens = {token: org for org, token, _, _ in rows}
@@ -281,13 +281,13 @@ class Consumer:
 
     def catch_up(self, conn, org):
         """Applies the organization's events after its cursor, a batch at a
-        time, until a batch is short (step 3); resyncs on EH001, EH002 or
-        EH003 (step 5)."""
+        time, until a batch is short (step 3); resyncs on ZE001, ZE002 or
+        ZE003 (step 5)."""
         while True:
             revision, version = self.cursors.get(org)
             try:
                 # The whole batch is read before any of it is applied: the
-                # README does not promise that an error (EH001, ...) comes
+                # README does not promise that an error (ZE001, ...) comes
                 # before the first row, and a batch that ends in one is not
                 # used.
                 batch = conn.execute(
@@ -320,7 +320,7 @@ class Consumer:
         being lost. The cursor moves to the head only once the reload is
         done: it describes the state reloaded."""
         row = conn.execute(
-            "SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization = %s",
+            "SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = %s",
             (org,),
         ).fetchone()
         revision, version = row if row else (0, None)  # no row: not registered, head 0

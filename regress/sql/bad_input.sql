@@ -6,12 +6,12 @@ CREATE TEMP TABLE before AS
   SELECT (SELECT count(*) FROM eventhub.events) AS events,
          (SELECT count(*) FROM eventhub.organization_states) AS organizations,
          s.revision, s.version_id
-    FROM eventhub.organization_states s WHERE s.organization = 'acme';
+    FROM eventhub.organization_states s WHERE s.organization_id = 'acme';
 CREATE FUNCTION pg_temp.unchanged() RETURNS boolean LANGUAGE sql AS $$
   SELECT (SELECT count(*) FROM eventhub.events) = b.events
      AND (SELECT count(*) FROM eventhub.organization_states) = b.organizations
      AND s.revision = b.revision AND s.version_id = b.version_id
-    FROM eventhub.organization_states s, before b WHERE s.organization = 'acme'
+    FROM eventhub.organization_states s, before b WHERE s.organization_id = 'acme'
 $$;
 
 -- organization_id
@@ -71,7 +71,7 @@ SELECT pg_temp.unchanged();
 -- A new organization named in a refused publish is not registered.
 SELECT eventhub.publish_event('newco', 'API', 'BOGUS', 'api-1', NULL, '{}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT count(*) AS newco FROM eventhub.organization_states WHERE organization = 'newco';
+SELECT count(*) AS newco FROM eventhub.organization_states WHERE organization_id = 'newco';
 
 -- events_since
 SELECT * FROM eventhub.events_since(NULL, 0);

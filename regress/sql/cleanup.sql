@@ -33,6 +33,6 @@ SELECT count(*) AS changed_states
 -- Everything.
 SELECT eventhub.cleanup_events('infinity');
 SELECT count(*) AS events FROM eventhub.events;
-SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
 
 DROP EXTENSION eventhub;

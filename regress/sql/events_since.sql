@@ -27,15 +27,15 @@ SELECT eventhub.register_organization('registered') IS NOT NULL;
 SELECT count(*) FROM eventhub.events_since('registered', 0);
 
 -- A cursor above the head: the reader has seen history this database does
--- not have (EH002).
+-- not have (ZE002).
 SELECT * FROM eventhub.events_since('acme', 8);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM eventhub.events_since('nobody', 1);
 \echo :LAST_ERROR_SQLSTATE
 
 -- The cursor with its version: a reader that applied another history (a
--- failover to a standby that had not received it) gets EH003, whether the
--- head is above, at or (EH002) below its cursor.
+-- failover to a standby that had not received it) gets ZE003, whether the
+-- head is above, at or (ZE002) below its cursor.
 SELECT version_id AS v5 FROM eventhub.events WHERE organization_id = 'acme' AND revision = 5 \gset
 SELECT version_id AS v7 FROM eventhub.events WHERE organization_id = 'acme' AND revision = 7 \gset
 SELECT revision FROM eventhub.events_since('acme', 5, 10, :'v5');
@@ -51,7 +51,7 @@ SELECT * FROM eventhub.events_since('acme', 7, 10, :'v5');
 SELECT * FROM eventhub.events_since('acme', 8, 10, :'v7');
 \echo :LAST_ERROR_SQLSTATE
 
--- Retention removed events the reader has not seen: EH001, never a gap.
+-- Retention removed events the reader has not seen: ZE001, never a gap.
 -- Revisions 1-3 are made old and cleaned up.
 SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = processed_timestamp - interval '2 days'
@@ -80,7 +80,7 @@ SELECT * FROM eventhub.events_since('acme', 4);
 \echo :LAST_ERROR_SQLSTATE
 SELECT revision FROM eventhub.events_since('acme', 5);
 
--- Everything after the cursor removed: EH001, not an empty answer.
+-- Everything after the cursor removed: ZE001, not an empty answer.
 SELECT eventhub.cleanup_events(now() + interval '1 hour');
 SELECT * FROM eventhub.events_since('acme', 6);
 \echo :LAST_ERROR_SQLSTATE
@@ -95,7 +95,7 @@ SELECT * FROM eventhub.events_since('acme', 7, 10, :'v5');
 SELECT * FROM eventhub.events_since('acme', 6, 10, :'v5');
 \echo :LAST_ERROR_SQLSTATE
 -- Retention never touches the head or version of an organization.
-SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
 -- Publishing continues from the head.
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
 SELECT revision FROM eventhub.events_since('acme', 7);

@@ -14,16 +14,16 @@ SELECT eventhub.publish_event('globex', 'RATE_LIMIT_POLICY', 'UPDATE', 'rl-7', '
 
 SELECT organization_id, revision, event_type, action, entity_id, correlation_id, event_data
   FROM eventhub.events ORDER BY organization_id, revision;
-SELECT organization, revision FROM eventhub.organization_states ORDER BY organization;
+SELECT organization_id, revision FROM eventhub.organization_states ORDER BY organization_id;
 
 -- Each event carries a new version id (a random, version 4 UUID), and the
 -- organization's version id is its head event's.
 SELECT count(*) AS events, count(DISTINCT version_id) AS distinct_versions,
        bool_and(version_id::text ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') AS all_v4
   FROM eventhub.events;
-SELECT s.organization, s.version_id = e.version_id AS state_matches_head_event
+SELECT s.organization_id, s.version_id = e.version_id AS state_matches_head_event
   FROM eventhub.organization_states s
-  JOIN eventhub.events e ON e.organization_id = s.organization AND e.revision = s.revision
+  JOIN eventhub.events e ON e.organization_id = s.organization_id AND e.revision = s.revision
  ORDER BY 1;
 
 -- Timestamps: originated_timestamp defaults to now() and is stored as given
@@ -39,8 +39,8 @@ SELECT revision,
   FROM eventhub.events WHERE organization_id = 'initech' ORDER BY revision;
 SELECT s.updated_at = e.processed_timestamp AS updated_at_matches
   FROM eventhub.organization_states s
-  JOIN eventhub.events e ON e.organization_id = s.organization AND e.revision = s.revision
- WHERE s.organization = 'initech';
+  JOIN eventhub.events e ON e.organization_id = s.organization_id AND e.revision = s.revision
+ WHERE s.organization_id = 'initech';
 COMMIT;
 
 -- A NULL correlation id gets a generated UUID string, different each time.
@@ -55,7 +55,7 @@ SELECT count(DISTINCT correlation_id) AS distinct_generated,
 --
 CREATE TEMP TABLE before AS
   SELECT (SELECT count(*) FROM eventhub.events) AS events, s.*
-    FROM eventhub.organization_states s WHERE s.organization = 'acme';
+    FROM eventhub.organization_states s WHERE s.organization_id = 'acme';
 
 -- Publishing the same event again returns its original revision and changes
 -- nothing, whatever originated_timestamp says.
@@ -65,7 +65,7 @@ SELECT (SELECT count(*) FROM eventhub.events) = b.events AS no_new_event,
        s.revision = b.revision AS same_revision,
        s.version_id = b.version_id AS same_version,
        s.updated_at = b.updated_at AS same_updated_at
-  FROM eventhub.organization_states s, before b WHERE s.organization = 'acme';
+  FROM eventhub.organization_states s, before b WHERE s.organization_id = 'acme';
 
 -- The same correlation id with any different content is an error naming it.
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 3}');
@@ -79,7 +79,7 @@ SELECT eventhub.publish_event('acme', 'CERTIFICATE', 'UPDATE', 'api-1', 'c-4', '
 SELECT (SELECT count(*) FROM eventhub.events) = b.events AS no_new_event,
        s.revision = b.revision AS same_revision,
        s.version_id = b.version_id AS same_version
-  FROM eventhub.organization_states s, before b WHERE s.organization = 'acme';
+  FROM eventhub.organization_states s, before b WHERE s.organization_id = 'acme';
 -- A correlation id is an idempotency key within its organization: the same
 -- id in another organization is another event there (organization ids are
 -- exact: case matters), and acme is untouched.
@@ -92,20 +92,20 @@ SELECT eventhub.publish_event('globex', 'API', 'UPDATE', 'api-1', 'c-4', '{"name
 SELECT eventhub.publish_event('globex', 'API', 'DELETE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT s.revision = b.revision AS acme_same_revision, s.version_id = b.version_id AS acme_same_version
-  FROM eventhub.organization_states s, before b WHERE s.organization = 'acme';
+  FROM eventhub.organization_states s, before b WHERE s.organization_id = 'acme';
 SELECT count(*) AS organizations FROM eventhub.organization_states;
 
 --
 -- register_organization
 --
 SELECT eventhub.register_organization('hooli') IS NOT NULL AS registered;
-SELECT organization, revision FROM eventhub.organization_states WHERE organization = 'hooli';
+SELECT organization_id, revision FROM eventhub.organization_states WHERE organization_id = 'hooli';
 SELECT eventhub.register_organization('hooli') = version_id AS idempotent
-  FROM eventhub.organization_states WHERE organization = 'hooli';
+  FROM eventhub.organization_states WHERE organization_id = 'hooli';
 -- For a known organization it returns the current version and changes nothing.
 SELECT eventhub.register_organization('acme') = version_id AS current_version,
        revision
-  FROM eventhub.organization_states WHERE organization = 'acme';
+  FROM eventhub.organization_states WHERE organization_id = 'acme';
 -- A registered organization's first event is revision 1.
 SELECT eventhub.publish_event('hooli', 'API', 'CREATE', 'x', NULL, '{}');
 
@@ -120,7 +120,7 @@ SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-9', 'c-9', '{"path":
 ROLLBACK;
 SELECT count(*) AS apis FROM apis;
 SELECT count(*) AS events_for_api_9 FROM eventhub.events WHERE entity_id = 'api-9';
-SELECT revision FROM eventhub.organization_states WHERE organization = 'acme';
+SELECT revision FROM eventhub.organization_states WHERE organization_id = 'acme';
 
 BEGIN;
 INSERT INTO apis VALUES ('api-9', '{"path": "/v9"}');

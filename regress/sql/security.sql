@@ -33,7 +33,7 @@ RESET ROLE;
 
 SET ROLE regress_eh_reader;
 SELECT organization_id, revision FROM eventhub.events_since('acme', 0);
-SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-2', NULL, '{}');
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO eventhub.events VALUES ('acme', 2, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'c-x', '{}');
@@ -94,7 +94,7 @@ CREATE ROLE regress_eh_all;
 GRANT USAGE ON SCHEMA eventhub TO regress_eh_all;
 GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO regress_eh_all;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO regress_eh_all;
-SELECT revision AS acme_head FROM eventhub.organization_states WHERE organization = 'acme';
+SELECT revision AS acme_head FROM eventhub.organization_states WHERE organization_id = 'acme';
 SET ROLE regress_eh_all;
 -- A forged event: revision 999 of an organization whose head is 3.
 INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}');
@@ -126,7 +126,7 @@ RESET ROLE;
 DROP FUNCTION pg_temp.sneaky();
 SELECT revision AS acme_head, (SELECT count(*) FROM eventhub.events WHERE organization_id = 'acme') AS acme_events,
        (SELECT count(*) FROM eventhub.replicas) AS replicas, (SELECT count(*) FROM eventhub.notification_key) AS keys
-  FROM eventhub.organization_states WHERE organization = 'acme';
+  FROM eventhub.organization_states WHERE organization_id = 'acme';
 -- A superuser switches the guard off for a repair, and only then.
 UPDATE eventhub.events SET event_data = '{"repaired": true}' WHERE organization_id = 'acme' AND revision = 1;
 \echo :LAST_ERROR_SQLSTATE
@@ -210,7 +210,7 @@ SELECT eventhub.notification_token('b-1');
 SELECT eventhub.heartbeat('gw-a', '{"b-1": {"revision": 5}}');
 \echo :LAST_ERROR_SQLSTATE
 -- The tables and the status view show only its organizations.
-SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
 SELECT organization_id, revision, correlation_id FROM eventhub.events ORDER BY 1, 2;
 SELECT count(*) AS visible_replica_rows FROM eventhub.replica_status;
 -- Another tenant's replica cannot be hijacked.
@@ -225,7 +225,7 @@ SELECT r.replica_id, r.owner, p.organization_id, p.applied_revision
   FROM eventhub.replicas r JOIN eventhub.replica_progress p USING (replica_id) ORDER BY 1;
 
 SET ROLE regress_eh_tenant_b;
-SELECT organization, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
 SELECT eventhub.publish_event('b-2', 'API', 'CREATE', 'x', NULL, '{}');
 SELECT * FROM eventhub.events_since('b-2', 0);
 \echo :LAST_ERROR_SQLSTATE

@@ -160,7 +160,7 @@ sub event_row
 			  . " encode(convert_to(e.organization_id, 'UTF8'), 'hex'),"
 			  . " s.revision, s.version_id"
 			  . " FROM eventhub.events e"
-			  . " JOIN eventhub.organization_states s ON s.organization = e.organization_id"
+			  . " JOIN eventhub.organization_states s ON s.organization_id = e.organization_id"
 			  . " WHERE e.correlation_id = %s",
 			sql_text($corr)));
 	return undef if $r eq '';
@@ -307,7 +307,7 @@ my $worst_id = join '',
 		0, '1025-byte ids: no event stored');
 	is( $node->safe_psql(
 			'postgres',
-			"SELECT count(*) FROM eventhub.organization_states WHERE octet_length(organization) > 1024"
+			"SELECT count(*) FROM eventhub.organization_states WHERE octet_length(organization_id) > 1024"
 		),
 		0,
 		'1025-byte ids: no organization registered');

@@ -4,7 +4,7 @@
 #   - waits quietly (one log line) until CREATE EXTENSION, then works;
 #   - shows itself in pg_stat_activity;
 #   - deletes expired events and keeps fresh ones, per organization, and
-#     keeps the resync contract (heads stay, old cursors get EH001);
+#     keeps the resync contract (heads stay, old cursors get ZE001);
 #   - uses a new eventhub.retention from the next cycle after a reload;
 #   - comes back after SIGTERM and after SIGKILL, with no committed event lost;
 #   - removes a 200,000-event backlog in batches while publishers keep
@@ -102,7 +102,7 @@ is( $node->safe_psql('postgres',
 $node->wait_for_log(qr/eventhub retention deleted 9 expired events in 1 transactions/, $offset);
 pass('the deletion is logged with its count');
 is( $node->safe_psql('postgres',
-		"SELECT string_agg(organization || ':' || revision, ' ' ORDER BY organization) FROM eventhub.organization_states"),
+		"SELECT string_agg(organization_id || ':' || revision, ' ' ORDER BY organization_id) FROM eventhub.organization_states"),
 	'acme:5 globex:5 initech:5',
 	'heads survive retention');
 my ($ret, $out, $err) = $node->psql('postgres', "SELECT * FROM eventhub.events_since('acme', 2)");

@@ -167,7 +167,7 @@ sub version_at
 	my ($org, $rev) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT COALESCE((SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $rev),"
-		  . " (SELECT version_id FROM eventhub.organization_states WHERE organization = '$org' AND revision = $rev))");
+		  . " (SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org' AND revision = $rev))");
 }
 
 sub publish_sql
@@ -217,7 +217,7 @@ sub head_of
 {
 	my ($org) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT revision FROM eventhub.organization_states WHERE organization = '$org'");
+		"SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'");
 }
 
 # Asserts that EVENTS (decoded watch lines, resync lines excluded) are,
@@ -524,17 +524,17 @@ sub split_resync
 	  or die "the watcher is not idle";
 
 	my $old_version = $node->safe_psql('postgres',
-		"SELECT version_id FROM eventhub.organization_states WHERE organization = '$org'");
+		"SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
 	$node->safe_psql('postgres',
 		"BEGIN;\n"
 		  . "SET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
-		  . "DELETE FROM eventhub.organization_states WHERE organization = '$org';\n"
+		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
 		  . join('', map { publish_sql($org) } 1 .. 4)
 		  . "COMMIT;\n");
 	is( $node->safe_psql('postgres',
 			"SELECT revision || ' ' || (version_id <> '$old_version')"
-			  . " FROM eventhub.organization_states WHERE organization = '$org'"),
+			  . " FROM eventhub.organization_states WHERE organization_id = '$org'"),
 		'4 true', 'resync: the rewritten history has the same head revision and another version');
 
 	wait_for_lines($w, 5, 'version_mismatch');
@@ -648,7 +648,7 @@ SKIP:
 		"BEGIN;\n"
 		  . "SET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
-		  . "DELETE FROM eventhub.organization_states WHERE organization = '$org';\n"
+		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
 		  . join('', map { publish_sql($org) } 1 .. 4)
 		  . "COMMIT;\n");
 	wait_for_lines($w, 4, 'rewrite-longer');

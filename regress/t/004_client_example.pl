@@ -79,7 +79,7 @@ for my $binary ('subscriber', 'subscriber_static')
 		SET eventhub.protect_tables = off;
 		DELETE FROM eventhub.events WHERE organization_id = 'acme' AND revision = 2;
 		UPDATE eventhub.organization_states s SET revision = 1, version_id = e.version_id
-		  FROM eventhub.events e WHERE e.organization_id = 'acme' AND e.revision = 1 AND s.organization = 'acme';
+		  FROM eventhub.events e WHERE e.organization_id = 'acme' AND e.revision = 1 AND s.organization_id = 'acme';
 	});
 }
 

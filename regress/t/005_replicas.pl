@@ -58,7 +58,7 @@ is( $node->safe_psql('postgres',
 	'z1 true', 'the heartbeat registered the replica with its labels and version');
 is( $node->safe_psql('postgres',
 		"SELECT p.applied_version_id = s.version_id FROM eventhub.replica_progress p"
-		  . " JOIN eventhub.organization_states s ON s.organization = p.organization_id WHERE p.replica_id = 'gw-1'"),
+		  . " JOIN eventhub.organization_states s ON s.organization_id = p.organization_id WHERE p.replica_id = 'gw-1'"),
 	't', 'it reports the version_id of the revision it applied');
 publish('acme', 2);
 $node->poll_query_until('postgres',

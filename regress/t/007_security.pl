@@ -180,12 +180,12 @@ su(q{
 	GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO mallory;
 	SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'real', NULL, '{}');
 });
-my $head_before = su("SELECT revision || ' ' || version_id FROM eventhub.organization_states WHERE organization = 'acme'");
+my $head_before = su("SELECT revision || ' ' || version_id FROM eventhub.organization_states WHERE organization_id = 'acme'");
 my $guard_error = qr/cannot (insert into|update|delete from|truncate) table eventhub\.\w+ directly/;
 as_role_refused('mallory',
 	"INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}')",
 	$guard_error, 'GRANT ALL: a forged event at revision 999');
-as_role_refused('mallory', "UPDATE eventhub.organization_states SET revision = 999 WHERE organization = 'acme'",
+as_role_refused('mallory', "UPDATE eventhub.organization_states SET revision = 999 WHERE organization_id = 'acme'",
 	$guard_error, 'GRANT ALL: a rewritten head');
 as_role_refused('mallory', 'DELETE FROM eventhub.events', $guard_error, 'GRANT ALL: deleted history');
 for my $table (qw(events organization_states replicas replica_progress organization_grants notification_key))
@@ -304,7 +304,7 @@ unlike($err, $leak, 'tenants: no error told tenant_a anything of b-1 but its nam
 is(as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'CREATE', 'x', 'order-42', '{}')",
 		'tenants: tenant_a publishes with tenant_b\'s correlation id'),
 	"2", 'tenants: ... and gets a new event of its own');
-is(as_role_ok('tenant_a', 'SELECT string_agg(organization, \',\' ORDER BY 1) FROM eventhub.organization_states',
+is(as_role_ok('tenant_a', 'SELECT string_agg(organization_id, \',\' ORDER BY 1) FROM eventhub.organization_states',
 		'tenants: tenant_a reads organization_states'),
 	"a-1", 'tenants: organization_states shows tenant_a only its organizations');
 is(as_role_ok('tenant_a',

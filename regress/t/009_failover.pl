@@ -173,7 +173,7 @@ for my $org (@orgs)
 		"\\set VERBOSITY sqlstate\nSELECT count(*) FROM eventhub.events_since('$org', 80, 1000, '$v80{$org}')");
 	($sql_state{$org}) = $err =~ /ERROR:\s+(\w+)/;
 }
-is_deeply(\%sql_state, { above => 'EH003', equal => 'EH003', below => 'EH002', longer => 'EH003' },
+is_deeply(\%sql_state, { above => 'ZE003', equal => 'ZE003', below => 'ZE002', longer => 'ZE003' },
 	'SQL: events_since with the stored cursor and version detects every rewrite');
 
 # The CLI (the library's eh_subscribe_at), from the stored cursor.

@@ -73,7 +73,7 @@ sub token_of
 sub head_version
 {
 	my ($org) = @_;
-	return $node->safe_psql('postgres', "SELECT version_id FROM eventhub.organization_states WHERE organization = '$org'");
+	return $node->safe_psql('postgres', "SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
 }
 
 # The last version heard for TOKEN.

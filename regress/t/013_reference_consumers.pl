@@ -9,15 +9,15 @@
 #   3. a server restart;
 #   4. forged notifications, and the zero token ("poll now");
 #   5. a kill, then histories rewritten under their stored cursors: one
-#      diverged past the cursor (EH003), one diverged ending exactly at the
-#      cursor's revision (EH003: only the version tells), one cut below the
-#      cursor (EH002), one untouched that moved on; restarted from their
+#      diverged past the cursor (ZE003), one diverged ending exactly at the
+#      cursor's revision (ZE003: only the version tells), one cut below the
+#      cursor (ZE002), one untouched that moved on; restarted from their
 #      cursor files, each prints the resync, with the head to continue from,
 #      before anything else of that organization, and then what follows,
 #      including an event only a poll can find (two-phase commit announces
 #      nothing);
 #   6. events removed by a cleanup before a running consumer saw them
-#      (EH001), and the resync order: an event published while they reload
+#      (ZE001), and the resync order: an event published while they reload
 #      (after they read the head) arrives afterwards;
 #   7. a hot standby, where LISTEN is refused: they poll, and listen once it
 #      is promoted.
@@ -157,7 +157,7 @@ sub head
 {
 	my ($org) = @_;
 	return split /\|/,
-	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization = '$org'");
+	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
 }
 
 sub kill_consumer
@@ -257,7 +257,7 @@ sub rewrite
 		DELETE FROM eventhub.events WHERE organization_id = '$org' AND revision > $keep;
 		UPDATE eventhub.organization_states s SET revision = e.revision, version_id = e.version_id
 		  FROM eventhub.events e
-		 WHERE e.organization_id = '$org' AND e.revision = $keep AND s.organization = '$org';
+		 WHERE e.organization_id = '$org' AND e.revision = $keep AND s.organization_id = '$org';
 	});
 	publish($org, $n) if $n;
 }
@@ -289,16 +289,16 @@ for my $c (@consumers)
 	note("$c->{lang} stderr:\n$c->{err}");
 	my $got = lines_by_org($c);
 	my %want = (
-		acme => [ "RESYNC acme EH003 @{$head{acme}}", @{ expected_events('acme', 15, 15) } ],
-		hooli => [ "RESYNC hooli EH003 @{$head{hooli}}", @{ expected_events('hooli', 11, 11) } ],
-		globex => [ "RESYNC globex EH002 @{$head{globex}}", @{ expected_events('globex', 7, 7) } ],
+		acme => [ "RESYNC acme ZE003 @{$head{acme}}", @{ expected_events('acme', 15, 15) } ],
+		hooli => [ "RESYNC hooli ZE003 @{$head{hooli}}", @{ expected_events('hooli', 11, 11) } ],
+		globex => [ "RESYNC globex ZE002 @{$head{globex}}", @{ expected_events('globex', 7, 7) } ],
 		initech => expected_events('initech', 9, 11));
 	is_deeply($got->{$_}, $want{$_}, "$c->{lang}: $_ after the rewrite") for @orgs;
 }
 is((split / /, expected_events('initech', 11, 11)->[0])[4], 'DELETE', 'initech/11 is the prepared transaction\'s');
 
 #
-# 6. Running consumers woken to a gap (EH001), and the resync order: the
+# 6. Running consumers woken to a gap (ZE001), and the resync order: the
 # head first, then the reload, then on from that head.  An event published
 # during the reload, after they read the head, must arrive afterwards; a
 # consumer that read the head after reloading would jump past it.
@@ -308,7 +308,7 @@ publish('wayne', 3);
 	start_consumer($_, { orgs => ['wayne'], cursor => 'order' },
 		'--poll-interval-ms', 600_000, '--reload-ms', 2000, '--count', 4)
 } @langs;
-ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'wayne'), 'EH001: both deliver wayne 1-3');
+ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'wayne'), 'ZE001: both deliver wayne 1-3');
 my $wayne_kept = expected_events('wayne', 1, 3);
 # Two more, deleted in the transaction that publishes them: its
 # notification wakes the consumers to events that are no longer kept.
@@ -319,22 +319,22 @@ $node->safe_psql('postgres', q{
 	COMMIT;
 });
 my @wayne_head = head('wayne');
-is($wayne_head[0], 5, 'EH001: wayne is at 5, with no event kept');
-ok(wait_all(\@consumers, sub { $_[0]{out} =~ /^RESYNC wayne /m }, 'EH001'), 'EH001: both resync');
+is($wayne_head[0], 5, 'ZE001: wayne is at 5, with no event kept');
+ok(wait_all(\@consumers, sub { $_[0]{out} =~ /^RESYNC wayne /m }, 'ZE001'), 'ZE001: both resync');
 publish('wayne', 1);    # while they reload
 for my $c (@consumers)
 {
 	my $cursor = decode_json(slurp_file("$dir/order-$c->{lang}.json"))->{wayne};
-	is($cursor->{revision}, 3, "EH001: $c->{lang} was still reloading (cursor not moved yet) when 6 was published");
+	is($cursor->{revision}, 3, "ZE001: $c->{lang} was still reloading (cursor not moved yet) when 6 was published");
 }
 for my $c (@consumers)
 {
 	$c->{h}->finish;
-	is($c->{h}->result(0), 0, "EH001: $c->{lang} exits 0 after its --count events");
+	is($c->{h}->result(0), 0, "ZE001: $c->{lang} exits 0 after its --count events");
 	note("$c->{lang} stderr:\n$c->{err}");
 	is_deeply(lines_by_org($c)->{wayne},
-		[ @$wayne_kept, "RESYNC wayne EH001 @wayne_head", @{ expected_events('wayne', 6, 6) } ],
-		"EH001: $c->{lang} resynced to the head it read first, then delivered 6 published during its reload");
+		[ @$wayne_kept, "RESYNC wayne ZE001 @wayne_head", @{ expected_events('wayne', 6, 6) } ],
+		"ZE001: $c->{lang} resynced to the head it read first, then delivered 6 published during its reload");
 }
 
 #

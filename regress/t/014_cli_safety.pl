@@ -56,8 +56,8 @@ like($out, qr/^w{47}\x{e2}\x{80}\x{a6}/m, 'an over-wide cell ends with an ellips
 
 ($rc, $out) = cli('-d', $connstr, 'status', '--json');
 my $doc = decode_json($out);
-my ($org) = grep { $_->{organization} =~ /^evil/ } @{ $doc->{organizations} };
-is($org->{organization}, Encode::decode('UTF-8', $evil), 'status --json gives the id exactly');
+my ($org) = grep { $_->{organization_id} =~ /^evil/ } @{ $doc->{organizations} };
+is($org->{organization_id}, Encode::decode('UTF-8', $evil), 'status --json gives the id exactly');
 unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'as escapes, not raw');
 
 ($rc, $out) = cli('-d', $connstr, 'watch', '--org', Encode::decode('UTF-8', $evil), '--after', '0', '--count', '1');

@@ -75,7 +75,7 @@ for my $org ('acme', 'globex', 'initech')
 }
 $_->finish for @pub;
 my %head = map { split /\|/ } split /\n/,
-  $node->safe_psql('postgres', 'SELECT organization, revision FROM eventhub.organization_states');
+  $node->safe_psql('postgres', 'SELECT organization_id, revision FROM eventhub.organization_states');
 my $total = 0;
 $total += $_ for values %head;
 ok(wait_for_lines($h, \$out, $total), "all $total events arrive");

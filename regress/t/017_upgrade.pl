@@ -1,0 +1,200 @@
+# 017_upgrade.pl: from 0.1.0 to 0.2.0 the way an operator does it.  A
+# server runs eventhub 0.1.0 (built from the release's own source, which
+# scripts/test.sh takes from git), publishes and runs its worker; the new
+# binaries are installed and the server restarted; until ALTER EXTENSION
+# eventhub UPDATE the new library refuses clearly and its worker waits; new
+# watchers resuming from stored cursors run across the update and go on
+# without a resync; heads, events, grants and replicas are kept; and a
+# database updated from 0.1.0 has the same catalog as a fresh 0.2.0 one.
+
+use strict;
+use warnings;
+
+use File::Copy;
+use File::Path qw(make_path);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
+my $old_src = "$work/v0.1.0";
+plan skip_all => 'the 0.1.0 source is not staged (scripts/test.sh takes it from git history)'
+  unless -f "$old_src/eventhub.control";
+my $cli = "$work/client/eventhub";
+
+# A private copy of the PostgreSQL installation (relocatable: the server
+# finds its share directory relative to its binaries) whose eventhub files
+# can be swapped without touching the machine's.
+my $pg_lib = '/usr/lib/postgresql/15';
+my $pg_share = '/usr/share/postgresql/15';
+my $inst = "$PostgreSQL::Test::Utils::tmp_check/inst";
+make_path("$inst/usr/lib/postgresql", "$inst/usr/share/postgresql");
+system('cp', '-a', $pg_lib, "$inst/usr/lib/postgresql/") == 0 or die 'copying the server failed';
+system('cp', '-a', $pg_share, "$inst/usr/share/postgresql/") == 0 or die 'copying its share directory failed';
+my $libdir = "$inst$pg_lib/lib";
+my $extdir = "$inst$pg_share/extension";
+
+sub install_eventhub
+{
+	my ($so, @sql) = @_;
+	unlink glob("$extdir/eventhub*");
+	copy($so, "$libdir/eventhub.so") or die "copying $so: $!";
+	copy($_, $extdir) or die "copying $_: $!" for @sql;
+}
+
+# eventhub 0.1.0, built from its source.
+my ($out, $err) = ('', '');
+IPC::Run::run([ 'make', '-s', '-C', $old_src, "PG_CONFIG=$pg_lib/bin/pg_config", 'eventhub.so',
+		'sql/eventhub--0.1.0.sql' ], '>', \$out, '2>', \$err)
+  or die "building eventhub 0.1.0 failed: $err";
+install_eventhub("$old_src/eventhub.so", "$old_src/eventhub.control", "$old_src/sql/eventhub--0.1.0.sql");
+
+my $node = PostgreSQL::Test::Cluster->new('upgrade', install_path => "$inst$pg_lib");
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'eventhub'\neventhub.database = 'postgres'\neventhub.maintenance_interval = '200ms'");
+$node->start;
+my $connstr = $node->connstr('postgres');
+
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION eventhub;
+	CREATE DATABASE upd;
+	CREATE ROLE publisher LOGIN;
+	CREATE ROLE reader LOGIN;
+	CREATE ROLE operator LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO publisher, reader, operator;
+	GRANT EXECUTE ON FUNCTION eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz) TO publisher;
+	GRANT SELECT ON eventhub.organization_states, eventhub.events TO reader, operator;
+	GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer),
+	                          eventhub.heartbeat(text, jsonb, jsonb, text) TO reader;
+	GRANT SELECT ON eventhub.replica_status TO operator;
+});
+$node->safe_psql('upd', 'CREATE EXTENSION eventhub');
+is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'eventhub'"),
+	'0.1.0', 'eventhub 0.1.0 is installed from its kept script');
+
+sub publish
+{
+	my ($org, $n) = @_;
+	return $node->safe_psql('postgres',
+		"SET ROLE publisher; SELECT max(eventhub.publish_event('$org', 'API', 'UPDATE', 'e' || i, NULL,
+		   jsonb_build_object('i', i))) FROM generate_series(1, $n) i");
+}
+publish('acme', 5);
+publish('globex', 3);
+$node->safe_psql('postgres', q{SET ROLE reader; SELECT eventhub.heartbeat('gw-1', '{"acme": {"revision": 5}}')});
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'eventhub%' AND datname = 'postgres'"),
+	'0.1.0 publishes, and its worker runs');
+
+my $heads_sql = "SELECT string_agg(organization || ' ' || revision || ' ' || version_id, ', ' ORDER BY 1)
+	FROM eventhub.organization_states";
+my $events_sql = "SELECT count(*) || ' ' || md5(string_agg(organization_id || revision || version_id || event_data::text
+	|| correlation_id, ',' ORDER BY organization_id, revision)) FROM eventhub.events";
+my $heads = $node->safe_psql('postgres', $heads_sql);
+my $events = $node->safe_psql('postgres', $events_sql);
+my %cursor = map { my ($o, $r, $v) = split / /; ($o => [ $r, $v ]) } split /, /, $heads;
+
+# The new binaries, and a restart (the library is preloaded).
+$node->stop;
+install_eventhub("$pg_lib/lib/eventhub.so", glob("$pg_share/extension/eventhub*"));
+$node->start;
+
+my ($rc, $stdout, $stderr) = $node->psql('postgres',
+	"SET ROLE publisher; SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'x', NULL, '{}')");
+like($stderr, qr/eventhub's SQL objects in this database are at version 0\.1\.0, its library at version 0\.2\.0/,
+	'until the update, the new library refuses to publish');
+like($stderr, qr/HINT:  Run ALTER EXTENSION eventhub UPDATE in this database\./, 'and says what to run');
+ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be updated from version 0\.1\.0 to 0\.2\.0/),
+	'the worker waits for the update, and says so');
+
+# Watchers of the new release, resuming from stored cursors, as the reader.
+my %watch;
+for my $org ('acme', 'globex')
+{
+	my $w = { out => '', err => '' };
+	$w->{h} = IPC::Run::start([ $cli, '-d', "$connstr user=reader", 'watch', '--org', $org,
+			'--after', $cursor{$org}[0], '--after-version', $cursor{$org}[1], '--poll-interval', '200' ],
+		'<', \'', '>', \$w->{out}, '2>', \$w->{err});
+	$watch{$org} = $w;
+}
+usleep(500_000);
+
+$node->safe_psql('postgres', 'ALTER EXTENSION eventhub UPDATE');
+is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'eventhub'"),
+	'0.2.0', 'ALTER EXTENSION eventhub UPDATE goes to 0.2.0');
+is($node->safe_psql('postgres', $heads_sql =~ s/organization \|\|/organization_id ||/r), $heads,
+	'every head is kept, revision and version');
+is($node->safe_psql('postgres', $events_sql), $events, 'every event is kept');
+ok($node->wait_for_log(qr/found the extension in database "postgres"/), 'the worker goes back to work');
+
+is(publish('acme', 2), '7', 'the publisher publishes with the grant it had');
+is(publish('globex', 1), '4', 'in every organization');
+my %expect = (acme => [ 6, 7 ], globex => [4]);
+for my $org (sort keys %watch)
+{
+	my $w = $watch{$org};
+	my $n = scalar @{ $expect{$org} };
+	for (1 .. 300)
+	{
+		eval { $w->{h}->pump_nb };
+		last if (() = $w->{out} =~ /\n/g) >= $n;
+		usleep(50_000);
+	}
+	eval { $w->{h}->signal('TERM') };
+	eval { $w->{h}->finish };
+	note("$org watcher's stderr: $w->{err}");
+	my @revisions = $w->{out} =~ /"revision": (\d+)/g;
+	is("@revisions", "@{ $expect{$org} }", "the $org watcher started before the update goes on from its cursor");
+	unlike($w->{out}, qr/resync/, "without a resync ($org)");
+}
+
+ok($node->safe_psql('postgres',
+		"SELECT has_function_privilege('reader', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE')
+		    AND has_table_privilege('operator', 'eventhub.replica_status', 'SELECT')
+		    AND has_function_privilege('reader', 'eventhub.notification_token(text)', 'EXECUTE')
+		    AND NOT has_function_privilege('operator', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE')
+		    AND NOT has_function_privilege('operator', 'eventhub.notification_token(text)', 'EXECUTE')") eq 't',
+	'grants on objects created again are carried over, readers may ask for tokens, and nothing more');
+$node->safe_psql('postgres', q{SET ROLE reader; SELECT eventhub.heartbeat('gw-1', '{"acme": {"revision": 7}}')});
+is($node->safe_psql('postgres', "SET ROLE operator; SELECT replica_id || ' ' || applied_revision || ' ' || owner
+	FROM eventhub.replica_status"), 'gw-1 7 reader',
+	'a replica registered under 0.1.0 is kept, and its next heartbeat claims it for its role');
+
+# Same catalog as a fresh installation.
+$node->safe_psql('upd', 'ALTER EXTENSION eventhub UPDATE');
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION eventhub');
+
+sub catalog
+{
+	my ($db) = @_;
+	my ($dump, $e) = ('', '');
+	# --binary-upgrade dumps an extension's member objects; OIDs and
+	# transaction ids, which differ by nature, are left out.
+	IPC::Run::run([ "$inst$pg_lib/bin/pg_dump", '--schema-only', '--binary-upgrade', '-d', $node->connstr($db) ],
+		'>', \$dump, '2>', \$e)
+	  or die "pg_dump $db: $e";
+	return join "\n", grep {
+		!/binary_upgrade_set_next|binary_upgrade_create_empty_extension|^-- Dumped|^SELECT pg_catalog\.set_config|^\\(un)?restrict|relfrozenxid|^WHERE oid = |^$/
+	} split /\n/, $dump;
+}
+my ($updated, $fresh) = (catalog('upd'), catalog('fresh'));
+cmp_ok(scalar(() = $fresh =~ /ALTER EXTENSION eventhub ADD/g), '>', 20, 'the dump lists the extension\'s objects');
+if ($updated eq $fresh)
+{
+	pass('a database updated from 0.1.0 and a fresh 0.2.0 one have identical catalogs');
+}
+else
+{
+	my ($a, $b) = ("$PostgreSQL::Test::Utils::tmp_check/updated.sql", "$PostgreSQL::Test::Utils::tmp_check/fresh.sql");
+	PostgreSQL::Test::Utils::append_to_file($a, $updated);
+	PostgreSQL::Test::Utils::append_to_file($b, $fresh);
+	fail('a database updated from 0.1.0 and a fresh 0.2.0 one have identical catalogs');
+	diag(`diff $a $b | head -40`);
+}
+
+$node->stop;
+done_testing();
