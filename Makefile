@@ -53,11 +53,16 @@ include $(PGXS)
 $(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
 	cp $< $@
 
-# The client library and CLI (client/) build and install with the extension.
+# The client library and CLI (client/) build and install with the extension,
+# unless WITH_CLIENT=no: the Debian packaging builds them once, apart from the
+# extension it builds for each PostgreSQL version.
+WITH_CLIENT ?= yes
 .PHONY: client client-install client-clean
-all: client
+ifeq ($(WITH_CLIENT),yes)
+all: client demo/replica
 install: client-install
 clean: client-clean
+endif
 client:
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG)
 client-install:
@@ -67,7 +72,6 @@ client-clean:
 	rm -f demo/replica
 
 # The demo's replica program, on the static client library.
-all: demo/replica
 demo/replica: demo/replica.c client
 	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Iclient $< client/libeventhub.a \
 		-L$(shell $(PG_CONFIG) --libdir) -lpq -o $@

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages eventhub builds, tests and demos with, when
-# they are missing.  Needs root only when something is missing.
+# Installs the Debian packages eventhub builds, tests and demos with, or the
+# ones named as arguments, when they are missing.  Needs root only when
+# something is missing.
 set -euo pipefail
 
 # pgbouncer: the pooler tests run behind; postgresql-15-pgq3: PgQ, the peer
 # make bench measures publishing against.
 packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer
 	postgresql-15-pgq3)
+[ $# -eq 0 ] || packages=("$@")
 
 missing=()
 for p in "${packages[@]}"; do
