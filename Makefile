@@ -39,13 +39,16 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
-.PHONY: test demo bench
+.PHONY: test demo bench deb
 test:
 	@scripts/test.sh
 demo:
 	@scripts/demo.sh
 bench:
 	@scripts/deps.sh && $(MAKE) -s && $(MAKE) -s install >/dev/null && bench/run.sh
+# The Debian packages, built from a clean copy of this tree into build/deb/.
+deb:
+	@scripts/deb.sh
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
