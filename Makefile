@@ -45,13 +45,21 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
-.PHONY: test demo bench
+.PHONY: test demo bench deb prove_installcheck
 test:
 	@scripts/test.sh
+# The TAP suites (regress/t) against the installed extension and library:
+# each test starts its own clusters.  make installcheck (PGXS, below) runs
+# the SQL and isolation suites against a server you run.
+prove_installcheck:
+	@SUITES=tap EVENTHUB_INSTALLCHECK=1 scripts/test.sh
 demo:
 	@scripts/demo.sh
 bench:
 	@scripts/deps.sh && $(MAKE) -s && $(MAKE) -s install >/dev/null && bench/run.sh
+# The Debian packages, built from a clean copy of this tree into build/deb/.
+deb:
+	@scripts/deb.sh
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -59,11 +67,16 @@ include $(PGXS)
 $(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
 	cp $< $@
 
-# The client library and CLI (client/) build and install with the extension.
+# The client library and CLI (client/) build and install with the extension,
+# unless WITH_CLIENT=no: the Debian packaging builds them once, apart from the
+# extension it builds for each PostgreSQL version.
+WITH_CLIENT ?= yes
 .PHONY: client client-install client-clean
-all: client
+ifeq ($(WITH_CLIENT),yes)
+all: client demo/replica
 install: client-install
 clean: client-clean
+endif
 client:
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG)
 client-install:
@@ -73,7 +86,6 @@ client-clean:
 	rm -f demo/replica
 
 # The demo's replica program, on the static client library.
-all: demo/replica
 demo/replica: demo/replica.c client
 	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Iclient $< client/libeventhub.a \
 		-L$(shell $(PG_CONFIG) --libdir) -lpq -o $@

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages eventhub builds, tests and demos with, when
-# they are missing.  Needs root only when something is missing.
+# Installs the Debian packages eventhub builds, tests and demos with, or the
+# ones named as arguments, when they are missing.  Needs root only when
+# something is missing.
 set -euo pipefail
 
 # pgbouncer: the pooler tests run behind; postgresql-15-pgq3: PgQ, the peer
@@ -9,6 +10,7 @@ packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev u
 	postgresql-15-pgq3
 	# the reference consumers in examples/ (Go with pgx, Python with psycopg), built and run by regress/t/013
 	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg)
+[ $# -eq 0 ] || packages=("$@")
 
 missing=()
 for p in "${packages[@]}"; do
