@@ -519,10 +519,11 @@ ehi_drive_probe(eh_client *c)
  * Sends a query for op on the client's connection.  Returns 0, or -1 when
  * the connection broke (a reconnect is scheduled).
  */
-int
-ehi_send(eh_client *c, op_kind op, eh_sub *sub, const char *sql, int nparams, const char *const *params)
+static int
+send_as(eh_client *c, op_kind op, eh_sub *sub, const char *sql, const char *stmt_name, int prepare,
+		int nparams, const char *const *params)
 {
-	if (ehi_conn_send(&c->conn, sql, NULL, 0, nparams, params, c->query_timeout_ms) != 0)
+	if (ehi_conn_send(&c->conn, sql, stmt_name, prepare, nparams, params, c->query_timeout_ms) != 0)
 	{
 		ehi_set_error(c, "%s", c->conn.error);
 		ehi_connection_lost(c, c->errmsg);
@@ -531,6 +532,12 @@ ehi_send(eh_client *c, op_kind op, eh_sub *sub, const char *sql, int nparams, co
 	c->op = op;
 	c->op_sub = sub;
 	return 0;
+}
+
+int
+ehi_send(eh_client *c, op_kind op, eh_sub *sub, const char *sql, int nparams, const char *const *params)
+{
+	return send_as(c, op, sub, sql, NULL, 0, nparams, params);
 }
 
 /*
@@ -550,26 +557,12 @@ ehi_send_stmt(eh_client *c, op_kind op, eh_sub *sub, ehi_stmt stmt, const char *
 		return ehi_send(c, op, sub, sql, nparams, params);
 	if (!(c->prepared & (1u << stmt)))
 	{
-		if (ehi_conn_send(&c->conn, sql, names[stmt], 1, nparams, NULL, c->query_timeout_ms) != 0)
-		{
-			ehi_set_error(c, "%s", c->conn.error);
-			ehi_connection_lost(c, c->errmsg);
+		if (send_as(c, OP_PREPARE, NULL, sql, names[stmt], 1, nparams, NULL) != 0)
 			return -1;
-		}
-		c->op = OP_PREPARE;
-		c->op_sub = NULL;
 		c->op_stmt = stmt;
 		return 1;
 	}
-	if (ehi_conn_send(&c->conn, sql, names[stmt], 0, nparams, params, c->query_timeout_ms) != 0)
-	{
-		ehi_set_error(c, "%s", c->conn.error);
-		ehi_connection_lost(c, c->errmsg);
-		return -1;
-	}
-	c->op = op;
-	c->op_sub = sub;
-	return 0;
+	return send_as(c, op, sub, sql, names[stmt], 0, nparams, params);
 }
 
 /*
