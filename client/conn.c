@@ -83,12 +83,17 @@ conn_fail(ehi_conn *ac, const char *what)
 	return EHI_STEP_FAILED;
 }
 
+/*
+ * Starts connecting.  The application name is "eventhub" unless conninfo
+ * sets one; with app_name, it is app_name whatever conninfo says (the probe
+ * connection, which operators and tests tell apart from the client's own).
+ */
 ehi_step
-ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms)
+ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms, const char *app_name)
 {
 	const char *keys[] = {"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
-	"fallback_application_name", "dbname", NULL};
-	const char *values[] = {"1", "30", "10", "3", "eventhub", conninfo, NULL};
+	"fallback_application_name", "dbname", app_name ? "application_name" : NULL, NULL};
+	const char *values[] = {"1", "30", "10", "3", "eventhub", conninfo, app_name, NULL};
 
 	ehi_conn_close(ac);
 	ac->error[0] = ac->sqlstate[0] = '\0';
@@ -336,7 +341,7 @@ ehi_connection_lost(eh_client *c, const char *why)
 void
 ehi_start_connecting(eh_client *c)
 {
-	if (ehi_conn_start(&c->conn, c->conninfo, c->query_timeout_ms) == EHI_STEP_FAILED)
+	if (ehi_conn_start(&c->conn, c->conninfo, c->query_timeout_ms, NULL) == EHI_STEP_FAILED)
 	{
 		ehi_set_error(c, "%s", c->conn.error);
 		ehi_connection_lost(c, c->errmsg);
@@ -434,7 +439,7 @@ ehi_handle_listen(eh_client *c, op_kind op, PGresult *res)
 	if (op == OP_PROBE_LISTEN)
 	{
 		/* Now another connection NOTIFYs the probe channel (ehi_drive_probe). */
-		if (ehi_conn_start(&c->probe_conn, c->conninfo, c->query_timeout_ms) == EHI_STEP_FAILED)
+		if (ehi_conn_start(&c->probe_conn, c->conninfo, c->query_timeout_ms, "eventhub probe") == EHI_STEP_FAILED)
 		{
 			ehi_stop_listening(c, NO_LISTEN_FAILED, c->probe_conn.error);
 			return;

@@ -160,7 +160,7 @@ typedef enum ehi_step
 } ehi_step;
 
 /* Starts connecting; EHI_STEP_FAILED at once if libpq refuses (error set). */
-ehi_step	ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms);
+ehi_step	ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms, const char *app_name);
 /* Makes what progress it can without waiting. */
 ehi_step	ehi_conn_step(ehi_conn *ac);
 /*

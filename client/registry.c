@@ -137,7 +137,7 @@ ehi_drive_heartbeat_conn(eh_client *c)
 	{
 		if (!ehi_heartbeat_due(c))
 			return;
-		if (ehi_conn_start(ac, c->heartbeat_conninfo, c->query_timeout_ms) == EHI_STEP_FAILED)
+		if (ehi_conn_start(ac, c->heartbeat_conninfo, c->query_timeout_ms, NULL) == EHI_STEP_FAILED)
 		{
 			c->next_heartbeat_at = ehi_now_ms() + c->heartbeat_interval_ms;
 			heartbeat_conn_failed(c);

@@ -58,7 +58,7 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM eventhub.events'), '2', 'n
 #
 ($rc, $out) = cli('-d', $connstr, 'status');
 is($rc, 0, 'status exits 0');
-like($out, qr/^ORGANIZATION\s+REVISION\s+VERSION_ID\s+UPDATED_AT\s+KEPT_EVENTS\n/, 'status has a header');
+like($out, qr/^ORGANIZATION_ID\s+REVISION\s+VERSION_ID\s+UPDATED_AT\s+KEPT_EVENTS\n/, 'status has a header');
 my $version = $node->safe_psql('postgres', "SELECT version_id FROM eventhub.organization_states WHERE organization_id = 'acme'");
 like($out, qr/^acme\s+2\s+\Q$version\E\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+2$/m, 'status shows head, version, update and kept events');
 like($out, qr/no replicas report heartbeats/, 'and that no replica reports');
