@@ -742,6 +742,52 @@ eh_next_timeout_ms(const eh_client *c)
 	return at - now > 3600000 ? 3600000 : (int) (at - now);
 }
 
+/*
+ * One round of eh_wait(): processes, then waits for the socket or the next
+ * timeout, at most until deadline (-1: none).  Returns what eh_process()
+ * returned, or EH_ERR_CONNECTION when poll() fails; *interrupted tells
+ * whether a signal cut the wait short.
+ */
+static int
+wait_once(eh_client *c, int64_t deadline, int *interrupted)
+{
+	int			n = eh_process(c);
+	int			wait;
+	int			wants;
+	struct pollfd pfd;
+
+	*interrupted = 0;
+	if (n != 0)
+		return n;
+	wait = eh_next_timeout_ms(c);
+	if (deadline >= 0)
+	{
+		int64_t		left = deadline - ehi_now_ms();
+
+		if (left <= 0)
+			return 0;
+		if (wait > left)
+			wait = (int) left;
+	}
+	if (wait == 0)
+		return 0;
+	wants = eh_socket_wants(c);
+	pfd.fd = eh_socket(c);
+	pfd.events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
+	pfd.revents = 0;
+	if (poll(&pfd, pfd.fd >= 0 && wants ? 1 : 0, wait) < 0)
+	{
+		if (errno == EINTR)
+		{
+			*interrupted = 1;
+			return 0;
+		}
+		ehi_set_error(c, "poll failed: %s", strerror(errno));
+		return EH_ERR_CONNECTION;
+	}
+	return 0;
+}
+
 int
 eh_wait(eh_client *c, int timeout_ms)
 {
@@ -752,37 +798,16 @@ eh_wait(eh_client *c, int timeout_ms)
 	deadline = timeout_ms < 0 ? -1 : ehi_now_ms() + timeout_ms;
 	for (;;)
 	{
-		int			n = eh_process(c);
-		int			wait;
-		int			wants;
-		struct pollfd pfd;
+		int			interrupted;
+		int			n = wait_once(c, deadline, &interrupted);
 
 		if (n != 0)
 			return n;
-		wait = eh_next_timeout_ms(c);
-		if (deadline >= 0)
-		{
-			int64_t		left = deadline - ehi_now_ms();
-
-			if (left <= 0)
-				return 0;
-			if (wait > left)
-				wait = (int) left;
-		}
-		if (wait == 0)
-			continue;
-		wants = eh_socket_wants(c);
-		pfd.fd = eh_socket(c);
-		pfd.events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
-		pfd.revents = 0;
-		if (poll(&pfd, pfd.fd >= 0 && wants ? 1 : 0, wait) < 0)
-		{
-			/* A signal: return, so that the caller can look at its flags. */
-			if (errno == EINTR)
-				return 0;
-			ehi_set_error(c, "poll failed: %s", strerror(errno));
-			return EH_ERR_CONNECTION;
-		}
+		/* A signal: return, so that the caller can look at its flags. */
+		if (interrupted)
+			return 0;
+		if (deadline >= 0 && ehi_now_ms() >= deadline)
+			return 0;
 	}
 }
 
@@ -820,7 +845,9 @@ eh_publish(eh_client *c, const char *org, const char *event_type, const char *ac
 	while (!(c->conn.state == EHI_CONN_IDLE && c->hello_done && c->mode != LISTEN_PROBING &&
 			 c->mode != LISTEN_STARTING))
 	{
-		int			rc = eh_wait(c, (int) (deadline - ehi_now_ms() > 0 ? deadline - ehi_now_ms() : 0));
+		/* One round at a time: the connection may be ready with nothing to deliver. */
+		int			interrupted;
+		int			rc = wait_once(c, deadline, &interrupted);
 
 		if (rc < 0 && rc != EH_ERR_SERVER)
 		{

@@ -6,6 +6,7 @@ use strict;
 use warnings;
 
 use IPC::Run;
+use Time::HiRes;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -29,9 +30,13 @@ sub cli
 #
 # publish
 #
+my $started = Time::HiRes::time();
 my ($rc, $out, $err) = cli('-d', $connstr, 'publish', '--org', 'acme', '--type', 'API', '--action', 'CREATE',
 	'--entity', 'weather', '--correlation-id', 'req-1', '--data', '{"path": "/w"}');
 is("$rc $out", "0 1\n", 'publish prints the revision');
+# It returns once the server has answered, not when the query timeout
+# (30 s) has passed.
+cmp_ok(Time::HiRes::time() - $started, '<', 10, 'publish returns as soon as it has the revision');
 ($rc, $out) = cli('-d', $connstr, 'publish', '--org', 'acme', '--type', 'API', '--action', 'UPDATE',
 	'--entity', 'weather');
 is("$rc $out", "0 2\n", 'the next publish prints the next revision; --data defaults to {}');
