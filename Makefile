@@ -52,7 +52,7 @@ test:
 # each test starts its own clusters.  make installcheck (PGXS, below) runs
 # the SQL and isolation suites against a server you run.
 prove_installcheck:
-	@SUITES=tap EVENTHUB_INSTALLCHECK=1 scripts/test.sh
+	@SUITES=tap EVENTHUB_INSTALLCHECK=1 PROVE_TESTS='$(PROVE_TESTS)' scripts/test.sh
 demo:
 	@scripts/demo.sh
 bench:

@@ -485,7 +485,7 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
  * summarized (one row each, one pass over the view), and rows per replica
  * and organization are shown for one organization at a time (--org, which
  * the view's indexes serve).  Only eventhub.organization_states,
- * eventhub.events and eventhub.replica_status are read: the README's
+ * eventhub.events and eventhub.replica_status are read: docs/operations.md's
  * operator role may run every one.
  */
 #define STATUS_ORGS_SQL(WHERE) \
@@ -543,7 +543,7 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
 
 /* Each replica's progress on one organization ($1). */
 #define STATUS_PROGRESS_SQL \
-	"SELECT replica_id AS replica, state, organization_id AS organization," \
+	"SELECT replica_id AS replica, state, organization_id," \
 	" applied_revision AS applied, head_revision AS head, lag_revisions AS lag," \
 	" COALESCE(date_trunc('second', behind_for)::text, 'unknown') AS behind_for," \
 	" date_trunc('second', since_heartbeat)::text AS since_heartbeat," \

@@ -35,7 +35,7 @@ check() {
 	fi
 }
 
-packages=(postgresql-15-eventhub libeventhub0 libeventhub-dev eventhub-client)
+packages=(postgresql-15-eventhub libeventhub1 libeventhub-dev eventhub-client)
 version=$(sed -n 's/^#define EVENTHUB_VERSION "\(.*\)"/\1/p' client/eventhub.h)
 
 # Back to a source build, whatever happened: purge the packages, make install.
@@ -96,7 +96,7 @@ cli_version() {
 }
 check "/usr/bin/eventhub --version prints eventhub $version" cli_version
 
-# A program built with pkg-config against libeventhub-dev runs on libeventhub0.
+# A program built with pkg-config against libeventhub-dev runs on libeventhub1.
 build_against_dev() {
 	cat >"$work/hello.c" <<-'EOF'
 		#include <stdio.h>
@@ -113,8 +113,8 @@ build_against_dev() {
 	cc -Wall -Werror -o "$work/hello" "$work/hello.c" $(pkg-config --cflags --libs eventhub) || return 1
 	local lib
 	lib=$(ldd "$work/hello" | sed -n 's/.*libeventhub\.so\.0 => \([^ ]*\).*/\1/p')
-	echo "libeventhub.so.0 => $lib"
-	dpkg -S "$(realpath "$lib")" | grep '^libeventhub0:' && "$work/hello"
+	echo "libeventhub.so.1 => $lib"
+	dpkg -S "$(realpath "$lib")" | grep '^libeventhub1:' && "$work/hello"
 }
 check "a program built with pkg-config --cflags --libs eventhub" build_against_dev
 

@@ -550,7 +550,7 @@ COMMENT ON EVENT TRIGGER eventhub_protect_ddl IS
 
 --
 -- Privileges: nothing for PUBLIC but the two functions row-level security
--- calls (they answer only for the calling role).  The README shows the
+-- calls (they answer only for the calling role).  docs/operations.md (Roles) shows the
 -- GRANTs for publishing, reading, operating and administering roles.
 --
 

@@ -14,7 +14,7 @@ import (
 
 const (
 	batchSize  = 1000                               // events_since's max_events (protocol step 3)
-	zeroToken  = "00000000000000000000000000000000" // "poll now" (README, Notifications)
+	zeroToken  = "00000000000000000000000000000000" // "poll now" (docs/sql.md, Notifications)
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 2 * time.Second
 )
@@ -155,7 +155,7 @@ func (c *consumer) session(ctx context.Context) (connected bool, err error) {
 // listen sends LISTEN eventhub. A hot standby refuses it (25006
 // read_only_sql_transaction): the consumer then relies on its polls, and
 // tries again before each, so that it listens once the standby is promoted
-// (README, "Reading from a standby").
+// (docs/operations.md, "Reading from a standby").
 func listen(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	_, err := conn.Exec(ctx, "LISTEN eventhub")
 	var pgErr *pgconn.PgError
@@ -287,7 +287,7 @@ func (c *consumer) catchUp(ctx context.Context, conn *pgx.Conn, org string) erro
 }
 
 // fetch reads one batch after the cursor. The whole batch is read before
-// any of it is applied: the README does not promise that an error
+// any of it is applied: the documentation does not promise that an error
 // (ZE001, ...) comes before the first row, and a batch that ends in one is
 // not used.
 func (c *consumer) fetch(ctx context.Context, conn *pgx.Conn, org string) ([]event, error) {
@@ -324,7 +324,7 @@ func (c *consumer) apply(org string, e event) error {
 	return nil
 }
 
-// resync, in the README's order: (1) read the head, (2) reload the
+// resync, in the documented order: (1) read the head, (2) reload the
 // organization's full state, (3) continue from that head, so that an event
 // published during the reload arrives afterwards instead of being lost.
 // The cursor moves to the head only once the reload is done: it describes

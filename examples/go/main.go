@@ -1,5 +1,5 @@
 // Command consumer is a reference consumer of eventhub written against the
-// SQL protocol of the README alone ("The consumer protocol" under
+// SQL protocol of docs/protocol.md alone ("The consumer protocol" under
 // eventhub.events_since, "Notifications", "Errors"), with pgx v4.
 //
 //	consumer --conninfo CONNINFO --org ORG [--org ORG...] --cursor-file PATH
@@ -30,7 +30,7 @@ import (
 )
 
 // cursor is the position in one organization's history: the revision and
-// the version id of the last event applied (README, "The consumer
+// the version id of the last event applied (docs/protocol.md, "The consumer
 // protocol", step 1). VersionID is nil at revision 0, where there is no
 // event whose version to check.
 type cursor struct {

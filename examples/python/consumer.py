@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reference consumer of eventhub, written against the SQL protocol of the
-README alone ("The consumer protocol" under eventhub.events_since,
+docs/protocol.md alone ("The consumer protocol" under eventhub.events_since,
 "Notifications", "Errors"), with psycopg 3 (Debian's python3-psycopg).
 
     consumer.py --conninfo CONNINFO --org ORG [--org ORG...] --cursor-file PATH
@@ -30,7 +30,7 @@ import psycopg
 from psycopg import pq
 
 BATCH_SIZE = 1000  # events_since's max_events (protocol step 3)
-ZERO_TOKEN = "0" * 32  # "poll now" (README, Notifications)
+ZERO_TOKEN = "0" * 32  # "poll now" (docs/sql.md, Notifications)
 MIN_BACKOFF, MAX_BACKOFF = 0.1, 2.0
 RESYNC_STATES = ("ZE001", "ZE002", "ZE003")
 # connection exception; terminated backend, server shutting down or starting
@@ -58,7 +58,7 @@ class Timeout(Exception):
 
 class CursorFile:
     """organization -> cursor: the revision and the version id of the last
-    event applied (README, "The consumer protocol", step 1), as JSON. The
+    event applied (docs/protocol.md, "The consumer protocol", step 1), as JSON. The
     version is None at revision 0, where there is no event to check."""
 
     def __init__(self, path):
@@ -216,7 +216,7 @@ class Consumer:
         """Sends LISTEN eventhub. A hot standby refuses it (25006
         read_only_sql_transaction): the consumer then relies on its polls,
         and tries again before each, so that it listens once the standby is
-        promoted (README, "Reading from a standby")."""
+        promoted (docs/operations.md, "Reading from a standby")."""
         try:
             conn.execute("LISTEN eventhub")
             return True
@@ -287,7 +287,7 @@ class Consumer:
             revision, version = self.cursors.get(org)
             try:
                 # The whole batch is read before any of it is applied: the
-                # README does not promise that an error (ZE001, ...) comes
+                # the docs do not promise that an error (ZE001, ...) comes
                 # before the first row, and a batch that ends in one is not
                 # used.
                 batch = conn.execute(
@@ -314,7 +314,7 @@ class Consumer:
             raise CountReached()
 
     def resync(self, conn, org, reason):
-        """In the README's order: (1) read the head, (2) reload the
+        """In the documented order: (1) read the head, (2) reload the
         organization's full state, (3) continue from that head, so that an
         event published during the reload arrives afterwards instead of
         being lost. The cursor moves to the head only once the reload is

@@ -1,7 +1,7 @@
-# 013_reference_consumers.pl: the README's SQL protocol is enough to write a
+# 013_reference_consumers.pl: the documented SQL protocol (docs/protocol.md) is enough to write a
 # consumer.  Builds the Go reference consumer (examples/go, pgx v4) and runs
 # it side by side with the Python one (examples/python, psycopg 3), both
-# written from the README alone, through:
+# written from docs/protocol.md alone, through:
 #
 #   1. the kept history replayed from 0, then a stream woken by
 #      notifications only (their poll interval is beyond the test);

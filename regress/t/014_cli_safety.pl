@@ -2,7 +2,7 @@
 # terminal that shows it, watch ends cleanly (deregistered) when its reader
 # goes away, ids the server would refuse are refused at the start, and
 # `eventhub status` stays a usable probe with 100,000 organizations and ten
-# replicas, for the operator role the README grants.
+# replicas, for the operator role docs/operations.md grants.
 
 use strict;
 use warnings;
@@ -109,7 +109,7 @@ like(slurp_file($first), qr/"revision": 1,/, 'the reader got the first event');
 
 #
 # status with 100,000 organizations and ten replicas following all of them,
-# as the README's operator role.
+# as the operator role of docs/operations.md.
 #
 $node->safe_psql('postgres', q{
 	SELECT eventhub.register_organization('org-' || i) FROM generate_series(1, 100000) i;
