@@ -19,7 +19,7 @@ fi
 source scripts/cluster.sh
 V010_COMMIT=f2f756a80cb62b2c08d4a9e957ba23e8199d1003	# eventhub 0.1.0 as released
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
-cp -r regress scripts client demo bench examples README.md "$work/"
+cp -r regress scripts client demo bench examples docs README.md "$work/"
 # The source of the released 0.1.0, which the upgrade test builds and
 # updates from (regress/t/017_upgrade.pl; it skips without it).
 if git rev-parse -q --verify "$V010_COMMIT^{commit}" >/dev/null 2>&1; then

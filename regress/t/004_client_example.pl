@@ -1,7 +1,7 @@
-# 004_client_example.pl: the README's client section works as written.
+# 004_client_example.pl: the client library's page (docs/client.md) works as written.
 #
-# The subscriber shown in the README is client/examples/subscriber.c, word
-# for word; it builds against the installed library with the README's
+# The subscriber shown in docs/client.md is client/examples/subscriber.c, word
+# for word; it builds against the installed library with that page's
 # pkg-config command (and against the static library), and it prints the
 # committed events of the organizations it follows.
 
@@ -15,11 +15,11 @@ use Test::More;
 
 my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
 my $example = slurp_file("$work/client/examples/subscriber.c");
-my $readme = slurp_file("$work/README.md");
+my $readme = slurp_file("$work/docs/client.md");
 
 my ($shown) = $readme =~ /<!-- example: client\/examples\/subscriber\.c -->\n```c\n(.*?)```/s;
-ok(defined $shown, 'the README shows the example');
-is($shown, $example, 'the README shows client/examples/subscriber.c exactly');
+ok(defined $shown, 'docs/client.md shows the example');
+is($shown, $example, 'docs/client.md shows client/examples/subscriber.c exactly');
 
 my ($version) = slurp_file("$work/client/eventhub.h") =~ /#define EVENTHUB_VERSION "([^"]+)"/;
 my ($out, $err) = run_command([ 'pkg-config', '--modversion', 'eventhub' ]);
