@@ -112,8 +112,8 @@ build_against_dev() {
 	EOF
 	cc -Wall -Werror -o "$work/hello" "$work/hello.c" $(pkg-config --cflags --libs eventhub) || return 1
 	local lib
-	lib=$(ldd "$work/hello" | sed -n 's/.*libeventhub\.so\.0 => \([^ ]*\).*/\1/p')
-	echo "libeventhub.so.1 => $lib"
+	lib=$(ldd "$work/hello" | sed -n 's/.*libeventhub\.so\.[0-9]* => \([^ ]*\).*/\1/p')
+	echo "libeventhub => $lib"
 	dpkg -S "$(realpath "$lib")" | grep '^libeventhub1:' && "$work/hello"
 }
 check "a program built with pkg-config --cflags --libs eventhub" build_against_dev
