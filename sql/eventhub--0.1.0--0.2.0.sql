@@ -17,27 +17,45 @@
 
 \echo Use "ALTER EXTENSION eventhub UPDATE TO '0.2.0'" to load this file. \quit
 
--- Privileges granted on objects this script must drop and create again,
--- as GRANT statements, to run once they exist (eventhub_upgrade.grants);
--- the roles that may run events_since may also ask for notification tokens.
+-- Every privilege granted on 0.1.0's objects (to PUBLIC as well, and on
+-- columns), as GRANT statements to run at the end, once the objects this
+-- script drops exist again and its REVOKEs from PUBLIC have run
+-- (eventhub_upgrade.grants).  events_since's go to its new signature, and
+-- the roles that may run it may also ask for notification tokens, which
+-- 0.2.0's clients need.
 SELECT pg_catalog.set_config('eventhub_upgrade.grants', COALESCE(pg_catalog.string_agg(pg_catalog.format(
-           'GRANT %s ON %s %s TO %s%s',
+           'GRANT %s%s ON %s %s TO %s%s',
            a.privilege_type,
+           CASE WHEN o.col IS NULL THEN '' ELSE pg_catalog.format(' (%I)', o.col) END,
            o.kind,
            o.target,
-           CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(a.grantee::regrole::text) END,
+           CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,  -- quoted as needed
            CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), '; '), ''), true)
-  FROM (SELECT 'TABLE' AS kind, 'eventhub.replica_status' AS target, c.relacl AS acl, c.relowner AS owner
-          FROM pg_catalog.pg_class c WHERE c.oid = 'eventhub.replica_status'::pg_catalog.regclass
+  FROM (SELECT 'TABLE' AS kind, c.oid::pg_catalog.regclass::pg_catalog.text AS target,
+               NULL::pg_catalog.name AS col, c.relacl AS acl, c.relowner AS owner
+          FROM pg_catalog.pg_class c
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'eventhub'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v}')
         UNION ALL
-        SELECT 'FUNCTION', 'eventhub.events_since(text, bigint, integer, uuid)', p.proacl, p.proowner
-          FROM pg_catalog.pg_proc p
-         WHERE p.oid = 'eventhub.events_since(text, bigint, integer)'::pg_catalog.regprocedure
+        SELECT 'TABLE', c.oid::pg_catalog.regclass::pg_catalog.text, t.attname, t.attacl, c.relowner
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_attribute t ON t.attrelid OPERATOR(pg_catalog.=) c.oid
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'eventhub'::pg_catalog.regnamespace
+           AND t.attacl IS NOT NULL
         UNION ALL
-        -- who could read can still follow: 0.2.0's clients ask for tokens
-        SELECT 'FUNCTION', 'eventhub.notification_token(text)', p.proacl, p.proowner
+        SELECT 'FUNCTION', f.target, NULL, p.proacl, p.proowner
           FROM pg_catalog.pg_proc p
-         WHERE p.oid = 'eventhub.events_since(text, bigint, integer)'::pg_catalog.regprocedure) o,
+         CROSS JOIN LATERAL (VALUES (p.oid::pg_catalog.regprocedure::pg_catalog.text)) AS old(target)
+         CROSS JOIN LATERAL (
+               SELECT old.target
+                WHERE old.target OPERATOR(pg_catalog.<>) 'eventhub.events_since(text,bigint,integer)'
+               UNION ALL
+               SELECT n FROM pg_catalog.unnest(ARRAY['eventhub.events_since(text,bigint,integer,uuid)',
+                                                     'eventhub.notification_token(text)']) n
+                WHERE old.target OPERATOR(pg_catalog.=) 'eventhub.events_since(text,bigint,integer)') f
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'eventhub'::pg_catalog.regnamespace
+           AND p.oid OPERATOR(pg_catalog.<>) 'eventhub.notify_event()'::pg_catalog.regprocedure) o,
        LATERAL pg_catalog.aclexplode(o.acl) a
  WHERE a.grantee OPERATOR(pg_catalog.<>) o.owner;
 
@@ -615,8 +633,9 @@ COMMENT ON EVENT TRIGGER eventhub_protect_ddl IS
 
 --
 -- Privileges: nothing for PUBLIC but the two functions row-level security
--- calls (they answer only for the calling role).  The README shows the
--- GRANTs for publishing, reading, operating and administering roles.
+-- calls (they answer only for the calling role).  docs/operations.md (Roles)
+-- shows the GRANTs for publishing, reading, operating and administering
+-- roles.  The grants made on 0.1.0's objects come back below.
 --
 REVOKE ALL ON ALL TABLES IN SCHEMA eventhub FROM PUBLIC;
 
@@ -626,13 +645,14 @@ GRANT EXECUTE ON FUNCTION eventhub.has_organization_privilege(text, text),
                           eventhub.replica_visible(regrole)
   TO PUBLIC;
 
--- The privileges saved at the start, on the objects created again.
+-- The privileges saved at the start.
 DO LANGUAGE plpgsql $upgrade$
 DECLARE
     grants text := pg_catalog.current_setting('eventhub_upgrade.grants');
 BEGIN
-    IF grants <> '' THEN
+    IF grants OPERATOR(pg_catalog.<>) '' THEN
         EXECUTE grants;
     END IF;
 END
 $upgrade$;
+SELECT pg_catalog.set_config('eventhub_upgrade.grants', '', true);

@@ -70,6 +70,13 @@ $node->safe_psql('postgres', q{
 	GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer),
 	                          eventhub.heartbeat(text, jsonb, jsonb, text) TO reader;
 	GRANT SELECT ON eventhub.replica_status TO operator;
+	-- grants of every kind the update must keep: a role whose name needs
+	-- quoting, PUBLIC, a column, a grant option
+	CREATE ROLE "Gateway-Reader" LOGIN;
+	GRANT USAGE ON SCHEMA eventhub TO "Gateway-Reader";
+	GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer) TO "Gateway-Reader" WITH GRANT OPTION;
+	GRANT EXECUTE ON FUNCTION eventhub.register_organization(text) TO PUBLIC;
+	GRANT SELECT (replica_id, state) ON eventhub.replica_status TO "Gateway-Reader";
 });
 $node->safe_psql('upd', 'CREATE EXTENSION eventhub');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'eventhub'"),
@@ -158,6 +165,15 @@ ok($node->safe_psql('postgres',
 		    AND NOT has_function_privilege('operator', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE')
 		    AND NOT has_function_privilege('operator', 'eventhub.notification_token(text)', 'EXECUTE')") eq 't',
 	'grants on objects created again are carried over, readers may ask for tokens, and nothing more');
+is($node->safe_psql('postgres', q{
+	SELECT has_function_privilege('Gateway-Reader', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE WITH GRANT OPTION'),
+	       has_function_privilege('Gateway-Reader', 'eventhub.notification_token(text)', 'EXECUTE'),
+	       has_function_privilege('public', 'eventhub.register_organization(text)', 'EXECUTE'),
+	       has_column_privilege('Gateway-Reader', 'eventhub.replica_status', 'state', 'SELECT'),
+	       has_column_privilege('Gateway-Reader', 'eventhub.replica_status', 'lag_revisions', 'SELECT'),
+	       has_function_privilege('public', 'eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')}),
+	't|t|t|t|f|f',
+	'a quoted role name, a grant option, a PUBLIC grant and column grants come through; nothing is added');
 $node->safe_psql('postgres', q{SET ROLE reader; SELECT eventhub.heartbeat('gw-1', '{"acme": {"revision": 7}}')});
 is($node->safe_psql('postgres', "SET ROLE operator; SELECT replica_id || ' ' || applied_revision || ' ' || owner
 	FROM eventhub.replica_status"), 'gw-1 7 reader',
