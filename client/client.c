@@ -85,7 +85,14 @@ ehi_log(eh_client *c, eh_log_level level, const char *fmt,...)
 	len = strlen(buf);
 	while (len > 0 && buf[len - 1] == '\n')
 		buf[--len] = '\0';
-	c->log_cb(c, level, buf, c->log_arg);
+	{
+		int			was_in_callback = c->in_callback;
+
+		/* It may not call back into the client: the caller is mid-step. */
+		c->in_callback = 1;
+		c->log_cb(c, level, buf, c->log_arg);
+		c->in_callback = was_in_callback;
+	}
 }
 
 /* Records a failed result's message and SQLSTATE. */
@@ -358,9 +365,9 @@ eh_set_reconnect_backoff(eh_client *c, int initial_ms, int max_ms)
 {
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	if (initial_ms < 1 || max_ms < initial_ms)
+	if (initial_ms < 1 || max_ms < initial_ms || max_ms > 3600000)
 	{
-		ehi_set_error(c, "reconnect backoff needs 1 <= initial (%d) <= max (%d)", initial_ms, max_ms);
+		ehi_set_error(c, "reconnect backoff needs 1 <= initial (%d) <= max (%d) <= 3600000", initial_ms, max_ms);
 		return EH_ERR_ARGUMENT;
 	}
 	c->backoff_initial_ms = initial_ms;
@@ -542,6 +549,7 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 	if (s)
 	{
 		/* Followed through eh_subscribe_all(): the stored cursor wins. */
+		ehi_forget_sub(c, s);	/* a query out for it answers the old cursor */
 		s->automatic = 0;
 		s->cursor = after_revision;
 		s->needs_fetch = 0;
@@ -678,6 +686,13 @@ eh_process(eh_client *c)
 		ehi_set_error(c, "eh_process cannot be called from a callback");
 		return EH_ERR_ARGUMENT;
 	}
+	if (c->deferred_error)
+	{
+		/* An error of a call that returned the events it delivered. */
+		rc = c->deferred_error;
+		c->deferred_error = 0;
+		return rc;
+	}
 	c->stop = 0;
 	c->delivered = 0;
 	c->pending_error = 0;
@@ -685,6 +700,8 @@ eh_process(eh_client *c)
 	ehi_drive_heartbeat_conn(c);
 	rc = c->pending_error;
 	c->pending_error = 0;
+	if (c->delivered > 0 && rc != 0)
+		c->deferred_error = rc;
 	return c->delivered > 0 || rc == 0 ? c->delivered : rc;
 }
 
@@ -734,7 +751,7 @@ eh_next_timeout_ms(const eh_client *c)
 	{
 		if (c->heartbeat_conn.state == EHI_CONN_CONNECTING || c->heartbeat_conn.state == EHI_CONN_BUSY)
 			at = at < now + SIDE_WORK_POLL_MS ? at : now + SIDE_WORK_POLL_MS;
-		else if (c->next_heartbeat_at < at)
+		else if (c->hello_done && c->next_heartbeat_at < at)	/* it waits for the main one */
 			at = c->next_heartbeat_at;
 	}
 	if (at <= now)

@@ -57,7 +57,7 @@
 	"SELECT s.revision, s.version_id::text, e.version_id::text," \
 	" CASE WHEN eventhub.has_organization_privilege(c.org, 'read')" \
 	"  THEN eventhub.notification_token(c.org) END," \
-	" pg_is_in_recovery()" \
+	" pg_is_in_recovery(), c.org, c.cursor" \
 	" FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(org, cursor, n)" \
 	" LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org" \
 	" LEFT JOIN eventhub.events e ON e.organization_id = c.org AND e.revision = c.cursor" \
@@ -210,19 +210,25 @@ send_state(eh_client *c)
 static void
 handle_state(eh_client *c, PGresult *res)
 {
-	int			row = 0;
-
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		query_failed(c, res, "checking organization_states failed");
 		return;
 	}
 	c->error_backoff_ms = c->backoff_initial_ms;
-	/* The state query covers the subscriptions in order, as they were sent. */
-	for (eh_sub *s = c->subs; s && row < PQntuples(res); s = s->next, row++)
+
+	/*
+	 * Each row names its subscription and the cursor it was asked about:
+	 * one unsubscribed, or taken over by eh_subscribe_at(), since the query
+	 * went out is not another's, and is left to the next poll.
+	 */
+	for (int row = 0; row < PQntuples(res); row++)
 	{
+		eh_sub	   *s = ehi_find_sub(c, PQgetvalue(res, row, 5));
 		int			registered = !PQgetisnull(res, row, 0);
 
+		if (!s || (s->cursor > 0 ? s->cursor : 0) != strtoll(PQgetvalue(res, row, 6), NULL, 10))
+			continue;
 		if (!PQgetisnull(res, row, 3))
 			ehi_set_token(c, s, PQgetvalue(res, row, 3));
 		compare_head(c, s, registered ? strtoll(PQgetvalue(res, row, 0), NULL, 10) : 0,

@@ -293,6 +293,7 @@ struct eh_client
 	int			stop;			/* the event callback asked to stop */
 	int			in_callback;	/* a callback runs: subscriptions are fixed */
 	int			delivered;		/* events delivered by this eh_process() call */
+	int			deferred_error;	/* an error eh_process() returns next time */
 	int			hold_queries;	/* eh_publish() waits for the connection: send nothing new */
 	int			pending_error;	/* an EH_ERR_* for this eh_process() call, or 0 */
 
