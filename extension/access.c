@@ -169,16 +169,6 @@ EnsureGrants(void)
 }
 
 /*
- * The role eventhub authorizes: the session's current role outside any
- * SECURITY DEFINER function.
- */
-Oid
-EventhubCallingRole(void)
-{
-	return GetOuterUserId();
-}
-
-/*
  * Whether any grant exists, which turns access control on.
  */
 bool

@@ -182,6 +182,7 @@ _PG_init(void)
  * again once anything invalidates that table (DROP EXTENSION does).
  */
 static Oid	current_schema_relid = InvalidOid;
+static Oid	extension_owner = InvalidOid;	/* valid with current_schema_relid */
 
 static void
 SchemaCheckInvalidate(Datum arg, Oid relid)
@@ -194,8 +195,17 @@ SchemaCheckInvalidate(Datum arg, Oid relid)
  * The version of eventhub's SQL objects in this database
  * (pg_extension.extversion), palloc'd, or NULL when it is not installed.
  */
+static char *InstalledVersion(Oid *owner);
+
 char *
 EventhubInstalledVersion(void)
+{
+	return InstalledVersion(NULL);
+}
+
+/* The same, and the extension's owner into *owner when not NULL. */
+static char *
+InstalledVersion(Oid *owner)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -215,6 +225,8 @@ EventhubInstalledVersion(void)
 
 		if (!isnull)
 			version = text_to_cstring(DatumGetTextPP(d));
+		if (owner)
+			*owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -235,14 +247,19 @@ EventhubRequireCurrentSchema(void)
 	static bool callback_registered = false;
 	char	   *installed;
 
-	if (OidIsValid(current_schema_relid) || creating_extension)
+	Oid			owner = InvalidOid;
+	Oid			relid;
+
+	if (OidIsValid(current_schema_relid) || EventhubRunningOwnScript())
 		return;
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(SchemaCheckInvalidate, (Datum) 0);
 		callback_registered = true;
 	}
-	installed = EventhubInstalledVersion();
+	/* The table first: an invalidation from now on resets what follows. */
+	relid = EventhubRelid("organization_states");
+	installed = InstalledVersion(&owner);
 	if (installed == NULL || strcmp(installed, EVENTHUB_EXTVERSION) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -250,7 +267,20 @@ EventhubRequireCurrentSchema(void)
 						installed ? installed : "(none)", EVENTHUB_EXTVERSION),
 				 errdetail("New binaries were installed; the database has not been updated yet."),
 				 errhint("Run ALTER EXTENSION eventhub UPDATE in this database.")));
-	current_schema_relid = EventhubRelid("organization_states");
+	extension_owner = owner;
+	current_schema_relid = relid;
+}
+
+/*
+ * The role that owns the extension, whose rights eventhub's functions take
+ * for their own statements; during CREATE or ALTER EXTENSION, the role
+ * running it (it becomes the owner).
+ */
+Oid
+EventhubExtensionOwner(void)
+{
+	EventhubRequireCurrentSchema();
+	return OidIsValid(current_schema_relid) ? extension_owner : GetUserId();
 }
 
 /*

@@ -42,6 +42,8 @@ extern void _PG_init(void);
 extern Oid	EventhubRelid(const char *relname);
 extern char *EventhubInstalledVersion(void);
 extern void EventhubRequireCurrentSchema(void);
+extern Oid	EventhubExtensionOwner(void);
+extern bool EventhubRunningOwnScript(void);
 extern Datum EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 									 int maxbytes);
 /*

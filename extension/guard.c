@@ -43,16 +43,32 @@ PG_FUNCTION_INFO_V1(protect_table);
 PG_FUNCTION_INFO_V1(protect_ddl);
 PG_FUNCTION_INFO_V1(invalidate_cache);
 
-/* How many of eventhub's C functions are writing right now. */
+/*
+ * How many of eventhub's C functions are writing right now, and what the
+ * outermost one switched from: its caller's user id and security context.
+ */
 static int	write_depth = 0;
+static Oid	write_caller = InvalidOid;
+static int	write_caller_sec = 0;
 
 /*
- * Allows writing eventhub's tables until EventhubEndWrite(saved).  Returns
- * the depth to restore.
+ * Allows writing eventhub's tables until EventhubEndWrite(saved), as the
+ * extension's owner: eventhub's functions are SECURITY INVOKER, so that
+ * the role they check is the one calling them (inside another role's
+ * SECURITY DEFINER function, that role, never the session's), and they
+ * take the owner's rights only for their own statements.  Returns the
+ * depth to restore.
  */
 int
 EventhubBeginWrite(void)
 {
+	if (write_depth == 0)
+	{
+		Oid			owner = EventhubExtensionOwner();
+
+		GetUserIdAndSecContext(&write_caller, &write_caller_sec);
+		SetUserIdAndSecContext(owner, write_caller_sec | SECURITY_LOCAL_USERID_CHANGE);
+	}
 	return write_depth++;
 }
 
@@ -60,13 +76,28 @@ void
 EventhubEndWrite(int saved)
 {
 	write_depth = saved;
+	if (write_depth == 0)
+	{
+		SetUserIdAndSecContext(write_caller, write_caller_sec);
+		write_caller = InvalidOid;
+	}
+}
+
+/*
+ * The role eventhub's functions act for: the one that called the function
+ * now running (the current user, before it took the owner's rights).
+ */
+Oid
+EventhubCallingRole(void)
+{
+	return write_depth > 0 ? write_caller : GetUserId();
 }
 
 /*
  * Whether the extension's own install or update script is running.
  */
-static bool
-RunningOwnScript(void)
+bool
+EventhubRunningOwnScript(void)
 {
 	return creating_extension &&
 		CurrentExtensionObject == get_extension_oid("eventhub", true);
@@ -94,7 +125,7 @@ protect_table(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("protect_table() must be fired BEFORE ... FOR EACH STATEMENT")));
 
-	if (write_depth > 0 || !eventhub_protect_tables || RunningOwnScript())
+	if (write_depth > 0 || !eventhub_protect_tables || EventhubRunningOwnScript())
 		return PointerGetDatum(NULL);
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
@@ -136,7 +167,7 @@ protect_ddl(PG_FUNCTION_ARGS)
 				 errmsg("protect_ddl() was not called by the event trigger manager")));
 
 	if (!IsA(trigdata->parsetree, CreateTrigStmt) ||
-		!eventhub_protect_tables || RunningOwnScript())
+		!eventhub_protect_tables || EventhubRunningOwnScript())
 		PG_RETURN_VOID();
 
 	stmt = (CreateTrigStmt *) trigdata->parsetree;

@@ -232,6 +232,29 @@ SELECT * FROM eventhub.events_since('b-2', 0);
 SELECT eventhub.deregister_replica('gw-b');
 RESET ROLE;
 
+-- A tenant's SECURITY DEFINER function, called by another tenant, acts
+-- with its owner's grants, not its caller's: tenant_b cannot borrow
+-- tenant_a's to publish to or read a-1.
+CREATE SCHEMA regress_eh_trap AUTHORIZATION regress_eh_tenant_b;
+GRANT USAGE ON SCHEMA regress_eh_trap TO regress_eh_tenant_a;
+SET ROLE regress_eh_tenant_b;
+CREATE FUNCTION regress_eh_trap.steal() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT eventhub.publish_event('a-1', 'API', 'DELETE', 'api', NULL, '{}') $$;
+CREATE FUNCTION regress_eh_trap.peek() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT count(*) FROM eventhub.events_since('a-1', 0) $$;
+CREATE FUNCTION regress_eh_trap.peek_table() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT count(*) FROM eventhub.events WHERE organization_id = 'a-1' $$;
+RESET ROLE;
+SET ROLE regress_eh_tenant_a;
+SELECT regress_eh_trap.steal();
+\echo :LAST_ERROR_SQLSTATE
+SELECT regress_eh_trap.peek();
+\echo :LAST_ERROR_SQLSTATE
+SELECT regress_eh_trap.peek_table() AS a1_rows_seen_by_b;
+SELECT revision FROM eventhub.organization_states WHERE organization_id = 'a-1';
+RESET ROLE;
+DROP SCHEMA regress_eh_trap CASCADE;
+
 -- An administrator removes any replica; revoking the last grants turns
 -- access control off again.
 SET ROLE regress_eh_admin;
