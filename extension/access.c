@@ -126,7 +126,7 @@ EnsureGrants(void)
 	{
 		Relation	rel = table_open(relid, AccessShareLock);
 		TupleDesc	desc = RelationGetDescr(rel);
-		Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+		Snapshot	snapshot = RegisterSnapshot(EventhubCacheSnapshot());
 		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
 		int			capacity = 8;
 		HeapTuple	tuple;
@@ -165,7 +165,8 @@ EnsureGrants(void)
 	}
 
 	/* A change that committed while loading makes the next check reload. */
-	grants_valid = (grants_invalidations == invalidations_before);
+	/* A table that does not exist yet is looked up again next time. */
+	grants_valid = OidIsValid(relid) && grants_invalidations == invalidations_before;
 }
 
 /*

@@ -15,6 +15,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
@@ -27,6 +28,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "eventhub.h"
 
@@ -281,6 +283,19 @@ EventhubExtensionOwner(void)
 {
 	EventhubRequireCurrentSchema();
 	return OidIsValid(current_schema_relid) ? extension_owner : GetUserId();
+}
+
+/*
+ * The snapshot the backend caches (grants, notification key) are loaded
+ * with: the latest, so that a change committed since the statement began is
+ * seen; in parallel mode, where no new snapshot may be taken (row-level
+ * security calls eventhub's functions in parallel workers and in their
+ * leader), the statement's own.
+ */
+Snapshot
+EventhubCacheSnapshot(void)
+{
+	return IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot();
 }
 
 /*

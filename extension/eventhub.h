@@ -7,6 +7,7 @@
 
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "utils/snapshot.h"
 #include "utils/uuid.h"
 
 /* Channel that published events are announced on. */
@@ -43,6 +44,7 @@ extern Oid	EventhubRelid(const char *relname);
 extern char *EventhubInstalledVersion(void);
 extern void EventhubRequireCurrentSchema(void);
 extern Oid	EventhubExtensionOwner(void);
+extern Snapshot EventhubCacheSnapshot(void);
 extern bool EventhubRunningOwnScript(void);
 extern Datum EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 									 int maxbytes);

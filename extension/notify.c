@@ -238,7 +238,7 @@ EnsureKey(void)
 	if (OidIsValid(key_relid))
 	{
 		rel = table_open(key_relid, AccessShareLock);
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		snapshot = RegisterSnapshot(EventhubCacheSnapshot());
 		scan = table_beginscan(rel, snapshot, 0, NULL);
 		if ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{

@@ -266,6 +266,21 @@ SELECT eventhub.revoke_organization(g.grantee, g.organization_id, g.privilege, g
                ('regress_eh_tenant_b', 'b-', 'publish', true),
                ('regress_eh_tenant_b', 'b-1', 'read', false)) g(grantee, organization_id, privilege, prefix);
 RESET ROLE;
+-- A parallel scan under row-level security: the policy's function runs in
+-- the leader only (it loads the grants with a fresh snapshot).
+SELECT eventhub.grant_organization('regress_eh_tenant_a', 'a-1', 'read');
+SET ROLE regress_eh_tenant_a;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET force_parallel_mode = on;
+SELECT count(*) AS a1_events_in_parallel_mode FROM eventhub.events;
+RESET force_parallel_mode;
+RESET min_parallel_table_scan_size;
+RESET parallel_tuple_cost;
+RESET parallel_setup_cost;
+RESET ROLE;
+SELECT eventhub.revoke_organization('regress_eh_tenant_a', 'a-1', 'read');
 SET ROLE regress_eh_tenant_a;
 SELECT count(*) AS all_visible_again FROM eventhub.organization_states;
 RESET ROLE;
