@@ -262,7 +262,6 @@ struct eh_client
 	op_kind		op;				/* out on conn */
 	eh_sub	   *op_sub;			/* the subscription it is for, or NULL */
 	int			op_stmt;		/* OP_PREPARE: which statement */
-	ehi_strbuf	op_buf;			/* parameters it owns */
 	char	   *tokens_pending; /* array literal of organizations needing a token */
 	int64_t		publish_revision;	/* OP_PUBLISH's answer */
 

@@ -371,8 +371,16 @@ as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a
 	'listener: tenant_a publishes a-1/3');
 as_role_ok('tenant_b', "SELECT eventhub.publish_event('b-1', 'API', 'UPDATE', 'b-secret-entity', NULL, '{}')",
 	'listener: tenant_b publishes b-1/3');
-my $heard = $eve->query_safe('SELECT 1');
-my @payloads = $heard =~ /Asynchronous notification "eventhub" with payload "([^\n]*)" received/g;
+# With the notifier worker they come after the commits, not with them:
+# listen until both are in.
+my @payloads;
+for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+{
+	my $heard = $eve->query_safe('SELECT 1');
+	push @payloads, $heard =~ /Asynchronous notification "eventhub" with payload "([^\n]*)" received/g;
+	last if @payloads >= 2;
+	usleep(100_000);
+}
 is(scalar(@payloads), 2, 'listener: eve hears two notifications');
 my $json = JSON::PP->new;
 my @keys = map { join(',', sort keys %{ $json->decode($_) }) } @payloads;
