@@ -76,7 +76,7 @@ for t in ${PROVE_TESTS:-regress/t/*.pl}; do
 	mkdir -p "$work/tap/$(names "$t")"
 	if PATH="$PG_BINDIR:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
 		TESTDIR="$work/tap/$(names "$t")" TEMP_CONFIG="$work/regress/eventhub.conf" \
-		EVENTHUB_WORK="$work" prove -I "$PGXS_DIR/src/test/perl" "$t"; then
+		EVENTHUB_WORK="$work" prove -I "$PGXS_DIR/src/test/perl" -I regress/t "$t"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
