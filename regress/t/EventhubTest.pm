@@ -395,9 +395,9 @@ sub run_maintenance
 # expired when it was called is gone (those kept for a live replica
 # excepted).  How: it writes a marker event (organization
 # "eventhub-test-marker", with no head in organization_states, nothing
-# announced) dated just past the retention, then waits for the worker to
-# delete it; the worker deletes the oldest first, so the marker goes last
-# of what was expired.  Needs a short eventhub.maintenance_interval.
+# announced) dated a millisecond past the retention, then waits for the
+# worker to delete it; the worker deletes the oldest first, so the marker
+# goes last of what was expired.  Needs a short eventhub.maintenance_interval.
 # Options: db (the worker's database, 'postgres'), cycles (how many such
 # cycles in a row, 1).  Returns true, or false after timeout_default.
 my $marker_seq = 0;
@@ -414,7 +414,7 @@ SET LOCAL eventhub.protect_tables = off;
 INSERT INTO eventhub.events
 SELECT 'eventhub-test-marker', $marker_seq, gen_random_uuid(), t, t, 'API', 'UPDATE', 'e', '$corr', '{}'
   FROM (SELECT clock_timestamp() - current_setting('eventhub.retention')::interval
-               - interval '1 second' AS t) s;
+               - interval '1 millisecond' AS t) s;
 COMMIT;});
 		wait_for(
 			what => "a maintenance cycle (marker $corr)",
