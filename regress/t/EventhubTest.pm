@@ -471,14 +471,17 @@ sub role_bundles
 	return {%bundles};
 }
 
-# bundle_sql(KIND, ROLE): the documented GRANTs of KIND, to ROLE (an
-# identifier, quoted here) instead of gateway_KIND.
+# bundle_sql(KIND, ROLE): the documented GRANTs of KIND, as written in
+# docs/operations.md, to ROLE instead of gateway_KIND (quoted unless a plain
+# lower-case name).  regress/sql/security.sql holds the publisher and reader
+# bundles so: index(its text, bundle_sql('reader', 'regress_eh_reader')).
 sub bundle_sql
 {
 	my ($kind, $role) = @_;
 	my $sql = role_bundles()->{$kind}
 	  // croak "docs/operations.md documents no role bundle \"$kind\"";
-	$sql =~ s/\bgateway_\Q$kind\E\b/"$role"/g;
+	$role = qq{"$role"} unless $role =~ /^[a-z_][a-z0-9_]*\z/;
+	$sql =~ s/\bgateway_\Q$kind\E\b/$role/g;
 	return $sql;
 }
 
