@@ -20,34 +20,21 @@
 # Streams are fed to a psql process while the test kills, restarts and
 # checks, so publishes and failures genuinely overlap; what happens after
 # each kill is fed only after the kill, so it cannot have finished before.
-# Every wait is bounded: watchers run with --timeout, psql waits with
-# poll_query_until, and every child process has an IPC::Run timeout.
+# Every wait is bounded: watchers run with --timeout, waits on the server
+# with wait_for, and every child process has an IPC::Run timeout.
 
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
 use JSON::PP;
 use Time::HiRes;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
-BAIL_OUT("no eventhub CLI at $cli (set EVENTHUB_WORK to the built tree)")
-  unless defined $ENV{EVENTHUB_WORK} && -x $cli;
-
-my $node = PostgreSQL::Test::Cluster->new('client');
-$node->init;
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
-
+my $node = eventhub_node('client');
 my $connstr = $node->connstr('postgres');
-my $json    = JSON::PP->new->utf8;
-
-# Backstop for every child process: far above any --timeout below, it only
-# turns a hung process into a failure instead of a hung test.
-my $backstop = 90;
 
 # The watcher's backend: the library names its connection "eventhub".
 my $watcher_backend =
@@ -57,57 +44,10 @@ my $watcher_backend =
 # Helpers
 #
 
-# Starts `eventhub watch` on ORGS with ARGS; PREFIX (valgrind) runs it.
-sub start_watch
+# The --org arguments of watch for ORGS.
+sub orgs
 {
-	my (%opt) = @_;
-	my $w = { out => '', err => '' };
-	my @cmd = (
-		@{ $opt{prefix} // [] },
-		$cli, '-d', $opt{connstr} // $connstr, 'watch',
-		(map { ('--org', $_) } @{ $opt{orgs} }),
-		@{ $opt{args} });
-	# The TAP framework sets PGAPPNAME, which would override the library's
-	# fallback_application_name; the watcher must show up as "eventhub".
-	delete local $ENV{PGAPPNAME};
-	$w->{h} = IPC::Run::start(\@cmd, '<', \'', '>', \$w->{out}, '2>', \$w->{err},
-		IPC::Run::timeout($backstop));
-	return $w;
-}
-
-# Complete lines the watcher printed, decoded.
-sub watch_lines
-{
-	my ($w) = @_;
-	my @lines = ($w->{out} =~ /^(.*)\n/mg);
-	return map { $json->decode($_) } @lines;
-}
-
-# Pumps the watcher until COND holds; false if it exited first.
-sub pump_watch_until
-{
-	my ($w, $cond) = @_;
-	until ($cond->())
-	{
-		return 0 unless $w->{h}->pumpable;
-		$w->{h}->pump;
-	}
-	return 1;
-}
-
-sub wait_for_lines
-{
-	my ($w, $n, $what) = @_;
-	pump_watch_until($w, sub { my @l = watch_lines($w); @l >= $n })
-	  or diag("$what: the watcher exited before printing $n lines:\n$w->{out}\n$w->{err}");
-}
-
-# Waits for the watcher to exit; returns its exit status.
-sub finish_watch
-{
-	my ($w) = @_;
-	$w->{h}->finish;
-	return $w->{h}->result(0);
+	return map { ('--org', $_) } @_;
 }
 
 # The pid of the (one) watcher backend, waiting until it is connected;
@@ -116,7 +56,8 @@ sub watcher_pid
 {
 	my ($exclude) = @_;
 	my $cond = $watcher_backend . (defined $exclude ? " AND pid <> $exclude" : '');
-	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond")
+	wait_for(what => 'the watcher backend', node => $node,
+		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond")
 	  or die "no watcher backend appeared";
 	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $cond");
 }
@@ -125,6 +66,13 @@ sub terminate
 {
 	my ($pid) = @_;
 	return $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+}
+
+# Waits until SQL returns t, or dies saying WHAT.
+sub wait_or_die
+{
+	my ($what, $sql) = @_;
+	wait_for(what => $what, node => $node, sql => $sql) or die "$what\n";
 }
 
 # A psql process reading SQL from a pipe: publishes are fed while it runs.
@@ -137,7 +85,7 @@ sub start_publisher
 			'-v', 'ON_ERROR_STOP=1', '-d', $connstr
 		],
 		'<', \$p->{in}, '>', \$p->{out}, '2>', \$p->{err},
-		IPC::Run::timeout($backstop));
+		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	return $p;
 }
 
@@ -170,12 +118,11 @@ sub version_at
 		  . " (SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org' AND revision = $rev))");
 }
 
-sub publish_sql
+sub next_sql
 {
 	my ($org) = @_;
 	$seq++;
-	return "SELECT eventhub.publish_event('$org', 'API', 'UPDATE', 'entity-$seq',"
-	  . " 'corr-$seq', '{\"n\": $seq}');\n";
+	return publish_sql($org, entity => "entity-$seq", corr => "corr-$seq", data => qq({"n": $seq}));
 }
 
 # COUNT publishes round-robin over ORGS, each its own transaction, with a
@@ -187,7 +134,7 @@ sub stream_sql
 	my $sql = '';
 	for my $i (0 .. $count - 1)
 	{
-		$sql .= publish_sql($orgs->[ $i % @$orgs ]);
+		$sql .= next_sql($orgs->[ $i % @$orgs ]);
 		$sql .= "SELECT pg_sleep($pace);\n" if $pace;
 	}
 	return $sql;
@@ -273,17 +220,14 @@ sub logged_statements
 {
 	my @orgs = ('notify-a', 'notify-b');
 	my $offset = -s $node->logfile;
-	my $w = start_watch(
-		connstr => $log_statements,
-		orgs => \@orgs,
-		args => [ '--after', '0', '--poll-interval', '600000', '--count', '30', '--timeout', '30' ]);
+	my $w = start_watch($log_statements, orgs(@orgs),
+		'--after', '0', '--poll-interval', '600000', '--count', '30', '--timeout', '30');
 	my $pid = watcher_pid();
 	# Its first (and, in this test, last) poll is done: it is idle after
 	# reading organization_states.
-	$node->poll_query_until('postgres',
+	wait_or_die('the watcher did not finish its first poll',
 		"SELECT state = 'idle' AND query LIKE '%organization_states%'"
-		  . " FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the watcher did not finish its first poll";
+		  . " FROM pg_stat_activity WHERE pid = $pid");
 
 	my $p = start_publisher();
 	my $sql = stream_sql(\@orgs, 15, 0.005);
@@ -294,7 +238,7 @@ sub logged_statements
 	feed($p, $sql);
 	is(finish_publisher($p), 0, 'notify: publisher succeeded') or diag($p->{err});
 
-	is(finish_watch($w), 0, 'notify: watcher exited 0 after --count 30 events')
+	is(finish_cli($w), 0, 'notify: watcher exited 0 after --count 30 events')
 	  or diag($w->{err});
 	my @events = watch_lines($w);
 	is(scalar @events, 30, 'notify: 30 lines');
@@ -320,15 +264,13 @@ sub logged_statements
 {
 	my @orgs = ('poll-a', 'poll-b');
 	my $offset = -s $node->logfile;
-	my $w = start_watch(
-		connstr => $log_statements,
-		orgs => \@orgs,
-		args => [ '--after', '0', '--no-listen', '--poll-interval', '100', '--count', '20', '--timeout', '30' ]);
+	my $w = start_watch($log_statements, orgs(@orgs),
+		'--after', '0', '--no-listen', '--poll-interval', '100', '--count', '20', '--timeout', '30');
 	my $pid = watcher_pid();
 	my $p = start_publisher();
 	feed($p, stream_sql(\@orgs, 20, 0.01));
 	is(finish_publisher($p), 0, 'no-listen: publisher succeeded') or diag($p->{err});
-	is(finish_watch($w), 0, 'no-listen: watcher exited 0 after --count 20 events')
+	is(finish_cli($w), 0, 'no-listen: watcher exited 0 after --count 20 events')
 	  or diag($w->{err});
 	my @events = watch_lines($w);
 	is(scalar @events, 20, 'no-listen: 20 lines');
@@ -343,30 +285,26 @@ sub logged_statements
 #
 {
 	my @orgs = ('kill-a', 'kill-b');
-	my $w = start_watch(
-		orgs => \@orgs,
-		args => [ '--after', '0', '--count', '90', '--timeout', '40' ]);
+	my $w = start_watch($connstr, orgs(@orgs), '--after', '0', '--count', '90', '--timeout', '40');
 	my $pid1 = watcher_pid();
 	my $p = start_publisher();
 
 	# First third of the stream; terminate the watcher once it is under way.
 	feed($p, stream_sql(\@orgs, 30, 0.01));
-	$node->poll_query_until('postgres',
-		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'kill-%'")
-	  or die "publishing did not start";
+	wait_or_die('publishing did not start',
+		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
 	is(terminate($pid1), 't', 'kill: first watcher backend terminated');
 	# The second third is fed after the kill: published while the watcher
 	# is gone or reconnecting.
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	my $pid2 = watcher_pid($pid1);
-	$node->poll_query_until('postgres',
-		"SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'")
-	  or die "publishing stalled";
+	wait_or_die('publishing stalled',
+		"SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
 	is(terminate($pid2), 't', 'kill: reconnected watcher backend terminated');
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	is(finish_publisher($p), 0, 'kill: publisher succeeded') or diag($p->{err});
 
-	is(finish_watch($w), 0, 'kill: watcher exited 0 after --count 90 events')
+	is(finish_cli($w), 0, 'kill: watcher exited 0 after --count 90 events')
 	  or diag($w->{err});
 	cmp_ok(count_matches($w->{err}, qr/^eventhub: info: reconnected$/m), '>=', 2,
 		'kill: stderr shows it reconnected after each kill');
@@ -381,15 +319,12 @@ sub logged_statements
 #
 {
 	my @orgs = ('restart-a', 'restart-b');
-	my $w = start_watch(
-		orgs => \@orgs,
-		args => [ '--after', '0', '--timeout', '40' ]);
+	my $w = start_watch($connstr, orgs(@orgs), '--after', '0', '--timeout', '40');
 	watcher_pid();
 	my $p = start_publisher();
 	feed($p, stream_sql(\@orgs, 60, 0.01));
-	$node->poll_query_until('postgres',
-		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'restart-%'")
-	  or die "publishing did not start";
+	wait_or_die('publishing did not start',
+		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'restart-%'");
 	$node->restart;
 	# The restart ended the publisher's session, probably mid-stream: the
 	# events it committed are whatever eventhub.events holds.
@@ -404,9 +339,9 @@ sub logged_statements
 	my $total = committed_count(\@orgs);
 	cmp_ok($total, '>', $before, 'restart: events were published after the restart');
 
-	wait_for_lines($w, $total, 'restart');
+	wait_for(what => 'restart', watch => $w, lines => $total);
 	$w->{h}->signal('TERM');
-	my $rc = finish_watch($w);
+	my $rc = finish_cli($w);
 	is($rc, 130, 'restart: watcher was still running (it stops with 130 on SIGTERM)')
 	  or diag($w->{err});
 	like($w->{err}, qr/^eventhub: info: reconnected$/m, 'restart: stderr shows it reconnected');
@@ -420,9 +355,7 @@ sub logged_statements
 #
 {
 	my @orgs = map { sprintf('multi-%02d', $_) } 0 .. 39;
-	my $w = start_watch(
-		orgs => \@orgs,
-		args => [ '--after', '0', '--count', '400', '--timeout', '40' ]);
+	my $w = start_watch($connstr, orgs(@orgs), '--after', '0', '--count', '400', '--timeout', '40');
 	watcher_pid();
 	my $p = start_publisher();
 	my $sql = '';
@@ -435,11 +368,11 @@ sub logged_statements
 		{
 			if (@order >= 2 && @order % 4 == 0)
 			{
-				$sql .= "BEGIN;\n" . publish_sql(shift @order) . publish_sql(shift @order) . "COMMIT;\n";
+				$sql .= "BEGIN;\n" . next_sql(shift @order) . next_sql(shift @order) . "COMMIT;\n";
 			}
 			else
 			{
-				$sql .= publish_sql(shift @order);
+				$sql .= next_sql(shift @order);
 			}
 		}
 	}
@@ -447,7 +380,7 @@ sub logged_statements
 	is(finish_publisher($p), 0, 'multi: publisher succeeded') or diag($p->{err});
 	is($node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE $watcher_backend"),
 		'1', 'multi: the watcher follows the 40 organizations over one connection');
-	is(finish_watch($w), 0, 'multi: watcher exited 0 after --count 400 events')
+	is(finish_cli($w), 0, 'multi: watcher exited 0 after --count 400 events')
 	  or diag($w->{err});
 	my @events = watch_lines($w);
 	is(scalar @events, 400, 'multi: 400 lines');
@@ -468,15 +401,15 @@ sub split_resync
 # resync at the head, then gets only the events published after it.
 {
 	my $org = 'rs-removed';
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 10));
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 10));
 	is( $node->safe_psql('postgres',
 			"SELECT eventhub.cleanup_events('$org', '-infinity',"
 			  . " (SELECT processed_timestamp FROM eventhub.events"
 			  . "   WHERE organization_id = '$org' AND revision = 6))"),
 		'5', 'resync: cleanup removed revisions 1-5 of 10');
 
-	my $w = start_watch(orgs => [$org], args => [ '--after', '0', '--count', '5', '--timeout', '30' ]);
-	wait_for_lines($w, 1, 'history_removed');
+	my $w = start_watch($connstr, orgs($org), '--after', '0', '--count', '5', '--timeout', '30');
+	wait_for(what => 'history_removed', watch => $w, lines => 1);
 	my ($first) = watch_lines($w);
 	is_deeply(
 		$first,
@@ -484,8 +417,8 @@ sub split_resync
 		  head_version_id => version_at($org, 10) },
 		'resync: history_removed at head 10 is the first line');
 	# Published only once the watcher is at the head.
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 5));
-	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 5 events') or diag($w->{err});
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 5));
+	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 5 events') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
 	check_delivery('history_removed', $events, { $org => 10 });
@@ -494,16 +427,16 @@ sub split_resync
 # 6b. A cursor above the head.
 {
 	my $org = 'rs-removed';    # head 15
-	my $w = start_watch(orgs => [$org], args => [ '--after', '100', '--count', '2', '--timeout', '30' ]);
-	wait_for_lines($w, 1, 'cursor_ahead');
+	my $w = start_watch($connstr, orgs($org), '--after', '100', '--count', '2', '--timeout', '30');
+	wait_for(what => 'cursor_ahead', watch => $w, lines => 1);
 	my ($first) = watch_lines($w);
 	is_deeply(
 		$first,
 		{ resync => JSON::PP::true, organization_id => $org, reason => 'cursor_ahead', head_revision => 15,
 		  head_version_id => version_at($org, 15) },
 		'resync: --after 100 above head 15 gives cursor_ahead at 15');
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
-	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 2));
+	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
 	check_delivery('cursor_ahead', $events, { $org => 15 });
@@ -513,15 +446,14 @@ sub split_resync
 # version.
 {
 	my $org = 'rs-rewrite';
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 4));
-	my $w = start_watch(orgs => [$org],
-		args => [ '--after', '0', '--poll-interval', '100', '--count', '6', '--timeout', '30' ]);
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 4));
+	my $w = start_watch($connstr, orgs($org),
+		'--after', '0', '--poll-interval', '100', '--count', '6', '--timeout', '30');
 	my $pid = watcher_pid();
-	wait_for_lines($w, 4, 'version_mismatch');
+	wait_for(what => 'version_mismatch', watch => $w, lines => 4);
 	my @old = watch_lines($w);
 	check_delivery('before the rewrite', \@old, { $org => 0 });
-	$node->poll_query_until('postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the watcher is not idle";
+	wait_or_die('the watcher is not idle', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
 
 	my $old_version = $node->safe_psql('postgres',
 		"SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
@@ -530,22 +462,22 @@ sub split_resync
 		  . "SET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
 		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
-		  . join('', map { publish_sql($org) } 1 .. 4)
+		  . join('', map { next_sql($org) } 1 .. 4)
 		  . "COMMIT;\n");
 	is( $node->safe_psql('postgres',
 			"SELECT revision || ' ' || (version_id <> '$old_version')"
 			  . " FROM eventhub.organization_states WHERE organization_id = '$org'"),
 		'4 true', 'resync: the rewritten history has the same head revision and another version');
 
-	wait_for_lines($w, 5, 'version_mismatch');
+	wait_for(what => 'version_mismatch', watch => $w, lines => 5);
 	my @lines = watch_lines($w);
 	is_deeply(
 		$lines[4],
 		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4,
 		  head_version_id => version_at($org, 4) },
 		'resync: version_mismatch at head 4 after the four original events');
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
-	is(finish_watch($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 2));
+	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
 	is(scalar @$events, 6, 'resync: 6 events, 4 old and 2 new');
@@ -561,18 +493,14 @@ SKIP:
 
 	my ($org_a, $org_b) = ('vg-a', 'vg-b');
 	# vg-b's history is gone: the watcher starts with a resync.
-	$node->safe_psql('postgres', join('', map { publish_sql($org_b) } 1 .. 3));
+	$node->safe_psql('postgres', join('', map { next_sql($org_b) } 1 .. 3));
 	$node->safe_psql('postgres', "SELECT eventhub.cleanup_events('$org_b', '-infinity', 'infinity')");
 
-	my $w = start_watch(
-		prefix => [
-			'/usr/bin/valgrind', '--quiet', '--leak-check=full',
-			'--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99'
-		],
-		orgs => [ $org_a, $org_b ],
-		args => [ '--after', '0', '--count', '45', '--timeout', '50' ]);
+	my $w = start_watch($connstr, orgs($org_a, $org_b), '--after', '0', '--count', '45', '--timeout', '50',
+		{ prefix => [ '/usr/bin/valgrind', '--quiet', '--leak-check=full',
+				'--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99' ] });
 	my $pid1 = watcher_pid();
-	wait_for_lines($w, 1, 'valgrind');
+	wait_for(what => 'valgrind', watch => $w, lines => 1);
 	my ($first) = watch_lines($w);
 	is_deeply(
 		$first,
@@ -582,14 +510,13 @@ SKIP:
 
 	my $p = start_publisher();
 	feed($p, stream_sql([ $org_a, $org_b ], 20, 0.01));
-	$node->poll_query_until('postgres',
-		"SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'")
-	  or die "publishing did not start";
+	wait_or_die('publishing did not start',
+		"SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'");
 	is(terminate($pid1), 't', 'valgrind: watcher backend terminated');
 	feed($p, stream_sql([ $org_a, $org_b ], 25, 0.01));
 	is(finish_publisher($p), 0, 'valgrind: publisher succeeded') or diag($p->{err});
 
-	my $rc = finish_watch($w);
+	my $rc = finish_cli($w);
 	is($rc, 0, 'valgrind: exit 0 after --count 45 events: no memory error, no definite or indirect leak')
 	  or diag($w->{err});
 	like($w->{err}, qr/^eventhub: info: reconnected$/m, 'valgrind: stderr shows it reconnected');
@@ -607,28 +534,25 @@ SKIP:
 	# socket.  Here the watcher's first heartbeat is held on a lock while an
 	# event commits.  With the poll and heartbeat intervals at 10 minutes,
 	# only reading that queue after the query delivers the event at once;
-	# otherwise it waits for the end of eh_wait (--timeout 30 s).  The bound
-	# of 15 s is not a performance claim: it only tells "at once" from
+	# otherwise it waits for the end of eh_wait (--timeout).  The bound of
+	# half that is not a performance claim: it only tells "at once" from
 	# "at the timeout".
 	my $org = 'late-notify';
+	my $wait = 60;
 	my $locker = $node->background_psql('postgres');
 	$locker->query_safe('BEGIN; LOCK TABLE eventhub.replicas IN ACCESS EXCLUSIVE MODE;');
-	my $w = start_watch(
-		orgs => [$org],
-		args => [
-			'--count', '1', '--timeout', '30', '--poll-interval', '600000',
-			'--replica-id', 'late', '--heartbeat-interval', '600000'
-		]);
+	my $w = start_watch($connstr, orgs($org), '--count', '1', '--timeout', $wait, '--poll-interval', '600000',
+		'--replica-id', 'late', '--heartbeat-interval', '600000');
 	my $pid = watcher_pid();
-	$node->poll_query_until('postgres', "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the heartbeat did not block";
-	$node->safe_psql('postgres', publish_sql($org));
+	wait_or_die('the heartbeat did not block',
+		"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid");
+	$node->safe_psql('postgres', next_sql($org));
 	$locker->query_safe('COMMIT;');
 	my $released = Time::HiRes::time();
 	$locker->quit;
-	is(finish_watch($w), 0, 'race: an event notified during a query is delivered') or diag($w->{err});
+	is(finish_cli($w), 0, 'race: an event notified during a query is delivered') or diag($w->{err});
 	my $took = Time::HiRes::time() - $released;
-	cmp_ok($took, '<', 15, sprintf('race: at once (%.2f s), not at the end of the wait', $took));
+	cmp_ok($took, '<', $wait / 2, sprintf('race: at once (%.2f s), not at the end of the wait', $took));
 	check_delivery('race: notified during a query', [ watch_lines($w) ], { $org => 0 });
 }
 {
@@ -636,30 +560,28 @@ SKIP:
 	# notification of the new head must not make it deliver the new
 	# history's next event after the old history's last one.
 	my $org = 'rewrite-longer';
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 3));
-	my $w = start_watch(
-		orgs => [$org],
-		args => [ '--after', '0', '--count', '5', '--timeout', '20', '--poll-interval', '600000' ]);
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 3));
+	my $w = start_watch($connstr, orgs($org),
+		'--after', '0', '--count', '5', '--timeout', '20', '--poll-interval', '600000');
 	my $pid = watcher_pid();
-	wait_for_lines($w, 3, 'rewrite-longer');
-	$node->poll_query_until('postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the watcher is not idle";
+	wait_for(what => 'rewrite-longer', watch => $w, lines => 3);
+	wait_or_die('the watcher is not idle', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
 	$node->safe_psql('postgres',
 		"BEGIN;\n"
 		  . "SET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
 		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
-		  . join('', map { publish_sql($org) } 1 .. 4)
+		  . join('', map { next_sql($org) } 1 .. 4)
 		  . "COMMIT;\n");
-	wait_for_lines($w, 4, 'rewrite-longer');
+	wait_for(what => 'rewrite-longer', watch => $w, lines => 4);
 	my @lines = watch_lines($w);
 	is_deeply(
 		$lines[3],
 		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4,
 		  head_version_id => version_at($org, 4) },
 		'race: a longer rewritten history is a version_mismatch resync, even when a notification wakes the watcher');
-	$node->safe_psql('postgres', join('', map { publish_sql($org) } 1 .. 2));
-	is(finish_watch($w), 0, 'race: the watcher goes on after the resync') or diag($w->{err});
+	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 2));
+	is(finish_cli($w), 0, 'race: the watcher goes on after the resync') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	check_delivery('race: after the longer rewrite', [ @$events[ 3 .. 4 ] ], { $org => 4 });
 }

@@ -8,13 +8,12 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
-my $example = slurp_file("$work/client/examples/subscriber.c");
+my $example = slurp_file("$examples/subscriber.c");
 my $readme = slurp_file("$work/docs/client.md");
 
 my ($shown) = $readme =~ /<!-- example: client\/examples\/subscriber\.c -->\n```c\n(.*?)```/s;
@@ -30,42 +29,35 @@ my $dir = PostgreSQL::Test::Utils::tempdir();
 ($out, $err) = run_command([ 'pkg-config', '--cflags', '--libs', 'eventhub' ]);
 chomp $out;
 my @flags = split ' ', $out;
-my $ok = IPC::Run::run([ 'cc', '-Wall', '-Wextra', '-Werror', "$work/client/examples/subscriber.c",
+my $ok = IPC::Run::run([ 'cc', '-Wall', '-Wextra', '-Werror', "$examples/subscriber.c",
 		@flags, '-o', "$dir/subscriber" ], '>', \$out, '2>', \$err);
 ok($ok, 'the example builds with `cc subscriber.c $(pkg-config --cflags --libs eventhub)`') or diag($err);
 
 ($out, $err) = run_command([ 'pkg-config', '--variable=libdir', 'eventhub' ]);
 chomp $out;
-my $libdir = $out;
+my $installed = $out;
 ($out, $err) = run_command([ 'pkg-config', '--cflags', 'eventhub' ]);
 chomp $out;
-$ok = IPC::Run::run([ 'cc', "$work/client/examples/subscriber.c", split(' ', $out),
-		"$libdir/libeventhub.a", '-lpq', '-o', "$dir/subscriber_static" ], '>', \my $o2, '2>', \my $e2);
+$ok = IPC::Run::run([ 'cc', "$examples/subscriber.c", split(' ', $out),
+		"$installed/libeventhub.a", '-lpq', '-o', "$dir/subscriber_static" ], '>', \my $o2, '2>', \my $e2);
 ok($ok, 'the example links against the static library') or diag($e2);
 ($out, $err) = run_command([ 'ldd', "$dir/subscriber_static" ]);
 unlike($out, qr/libeventhub/, 'the static build does not need libeventhub.so');
 
-my $node = PostgreSQL::Test::Cluster->new('example');
-$node->init;
-$node->start;
-$node->safe_psql('postgres', q{
-	CREATE EXTENSION eventhub;
-	SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'weather', 'r1', '{"v": 1}');
-	SELECT eventhub.publish_event('globex', 'CERTIFICATE', 'CREATE', 'tls', 'r2', '{}');
-});
+my $node = eventhub_node('example');
+publish($node, 'acme', 1, action => 'CREATE', entity => 'weather', data => '{"v": 1}');
+publish($node, 'globex', 1, event_type => 'CERTIFICATE', action => 'CREATE', entity => 'tls');
 
 for my $binary ('subscriber', 'subscriber_static')
 {
-	my ($sub_out, $sub_err) = ('', '');
-	my $timer = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
-	my $h = IPC::Run::start([ "$dir/$binary", $node->connstr('postgres'), 'acme', 'globex' ],
-		'>', \$sub_out, '2>', \$sub_err, $timer);
-	$h->pump until $sub_out =~ /globex revision 1/ || $timer->is_expired;
-	$node->safe_psql('postgres',
-		"SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'weather', 'r3-$binary', '{\"v\": 2}')");
-	$h->pump until $sub_out =~ /acme revision 2/ || $timer->is_expired;
-	$h->kill_kill;
-	my @lines = sort split /\n/, $sub_out;
+	my $sub = { out => '', err => '' };
+	$sub->{h} = IPC::Run::start([ "$dir/$binary", $node->connstr('postgres'), 'acme', 'globex' ],
+		'>', \$sub->{out}, '2>', \$sub->{err}, IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	wait_for(what => "$binary: the kept history", watch => $sub, matches => qr/globex revision 1/);
+	publish($node, 'acme', 1, entity => 'weather', data => '{"v": 2}');
+	wait_for(what => "$binary: the new event", watch => $sub, matches => qr/acme revision 2/);
+	$sub->{h}->kill_kill;
+	my @lines = sort split /\n/, $sub->{out};
 	is_deeply(
 		\@lines,
 		[
@@ -73,7 +65,7 @@ for my $binary ('subscriber', 'subscriber_static')
 			'acme revision 2: UPDATE API weather {"v": 2}',
 			'globex revision 1: CREATE CERTIFICATE tls {}'
 		],
-		"$binary prints the kept history, then a new event") or diag($sub_err);
+		"$binary prints the kept history, then a new event") or diag($sub->{err});
 	# the next round starts from scratch: remove the event this round added
 	$node->safe_psql('postgres', q{
 		SET eventhub.protect_tables = off;

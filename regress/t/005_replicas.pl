@@ -4,55 +4,44 @@
 #     and an orderly exit deregisters;
 #   - with eh_ack, heartbeats report what the application acknowledged, and
 #     eh_set_config_hash's hash;
-#   - a replica that stops heartbeating turns stale, then the worker removes it;
+#   - a replica that stops heartbeating turns stale, then maintenance removes it;
 #   - retention keeps an expired event for a live lagging replica, and
 #     deletes it at eventhub.max_retention, after which that replica resyncs;
 #   - `eventhub status --fail-if-lag N` and `--json` tell who lags.
+#
+# The worker runs no cycle of its own here (eventhub_node_quiet): with a
+# retention of a second, one falling between a publish and the watcher that
+# reads it would remove what the test reads.  Maintenance runs when the test
+# calls eventhub.run_maintenance(), once what it must remove has expired.
 
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
-my $node = PostgreSQL::Test::Cluster->new('replicas');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-eventhub.maintenance_interval = '100ms'
-eventhub.replica_ttl = '2s'
-eventhub.retention = '1s'
-eventhub.max_retention = '4s'
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $node = eventhub_node_quiet('replicas', replica_ttl => '2s', retention => '1s',
+	conf => "eventhub.max_retention = '4s'");
 my $connstr = $node->connstr('postgres');
 
-sub publish
+# Waits until SQL returns t, or dies saying WHAT.
+sub wait_or_die
 {
-	my ($org, $n) = @_;
-	$node->safe_psql('postgres',
-		"SELECT count(eventhub.publish_event('$org', 'API', 'UPDATE', 'e' || i, NULL, '{}')) FROM generate_series(1, $n) i");
+	my ($what, $sql) = @_;
+	wait_for(what => $what, node => $node, sql => $sql) or die "$what: timed out";
 }
 
 #
 # Heartbeats from the client, and deregistration on exit.
 #
-publish('acme', 3);
-my ($out, $err) = ('', '');
-my $watch = IPC::Run::start(
-	[
-		$cli, '-d', $connstr, 'watch', '--org', 'acme', '--after', '0', '--count', '6',
-		'--timeout', '60', '--replica-id', 'gw-1', '--labels', '{"zone": "z1"}',
-		'--heartbeat-interval', '200'
-	],
-	'>', \$out, '2>', \$err);
-$node->poll_query_until('postgres',
-	"SELECT applied_revision = 3 FROM eventhub.replica_progress WHERE replica_id = 'gw-1' AND organization_id = 'acme'")
-  or die "no heartbeat arrived";
+publish($node, 'acme', 3);
+my $w = start_watch($connstr, '--org', 'acme', '--after', '0', '--count', '6', '--timeout', '60',
+	'--replica-id', 'gw-1', '--labels', '{"zone": "z1"}', '--heartbeat-interval', '200');
+wait_or_die('a heartbeat',
+	"SELECT applied_revision = 3 FROM eventhub.replica_progress WHERE replica_id = 'gw-1' AND organization_id = 'acme'");
 is( $node->safe_psql('postgres',
 		"SELECT labels->>'zone' || ' ' || (version IS NOT NULL) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'z1 true', 'the heartbeat registered the replica with its labels and version');
@@ -60,14 +49,12 @@ is( $node->safe_psql('postgres',
 		"SELECT p.applied_version_id = s.version_id FROM eventhub.replica_progress p"
 		  . " JOIN eventhub.organization_states s ON s.organization_id = p.organization_id WHERE p.replica_id = 'gw-1'"),
 	't', 'it reports the version_id of the revision it applied');
-publish('acme', 2);
-$node->poll_query_until('postgres',
-	"SELECT applied_revision = 5 FROM eventhub.replica_progress WHERE replica_id = 'gw-1'")
-  or die "progress did not advance";
-pass('later heartbeats report new progress');
-publish('acme', 1);
-$watch->finish;
-is($watch->result(0), 0, 'the watcher exited after its count') or diag($err);
+publish($node, 'acme', 2);
+ok( wait_for(what => 'new progress', node => $node,
+		sql => "SELECT applied_revision = 5 FROM eventhub.replica_progress WHERE replica_id = 'gw-1'"),
+	'later heartbeats report new progress');
+publish($node, 'acme', 1);
+is(finish_cli($w), 0, 'the watcher exited after its count') or diag($w->{err});
 is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'0', 'an orderly exit deregisters the replica');
 
@@ -75,73 +62,76 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE re
 # An application that applies events later acknowledges them itself, and
 # reports a configuration hash: heartbeats carry that, not the delivery.
 #
-my ($ack_out, $ack_err) = ('', '');
-my $acker = IPC::Run::start(
-	[ "$ENV{EVENTHUB_WORK}/client/test_ack", $connstr, 'acker', 'acme', '6', '2', 'sha-acme-2' ],
-	'>', \$ack_out, '2>', \$ack_err, IPC::Run::timeout(60));
-$acker->pump until $ack_out =~ /acked/ || !$acker->pumpable;
-like($ack_out, qr/acked/, 'the application was handed all six events') or diag($ack_err);
-$node->poll_query_until('postgres',
+
+# start_ack(REPLICA, ORG, COUNT, ACK, HASH): client/test_ack, a replica that
+# heartbeats every 100 ms and, once handed COUNT events, acknowledges ACK.
+sub start_ack
+{
+	my $a = { out => '', err => '' };
+	$a->{h} = IPC::Run::start([ "$work/client/test_ack", $connstr, @_ ], '>', \$a->{out}, '2>', \$a->{err},
+		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	return $a;
+}
+
+my $acker = start_ack('acker', 'acme', '6', '2', 'sha-acme-2');
+wait_for(what => 'the acknowledgement', watch => $acker, matches => qr/acked/);
+like($acker->{out}, qr/acked/, 'the application was handed all six events') or diag($acker->{err});
+wait_or_die('the acknowledged revision',
 	"SELECT applied_revision = 2 AND config_hash = 'sha-acme-2' FROM eventhub.replica_progress"
-	  . " WHERE replica_id = 'acker' AND organization_id = 'acme'")
-  or die "the acknowledged revision did not arrive";
-is( $node->safe_psql('postgres',
-		"SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
+	  . " WHERE replica_id = 'acker' AND organization_id = 'acme'");
+is($node->safe_psql('postgres', "SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
 	'4', 'the heartbeat reports the acknowledged revision (2 of 6) and the hash');
-$acker->signal('TERM');
-$acker->finish;
-is($acker->result(0), 0, 'the acknowledging replica exits cleanly') or diag($ack_err);
+$acker->{h}->signal('TERM');
+is(finish_cli($acker), 0, 'the acknowledging replica exits cleanly') or diag($acker->{err});
 
 #
 # No more heartbeats: stale, then removed.
 #
-$watch = IPC::Run::start(
-	[
-		$cli, '-d', $connstr, 'watch', '--org', 'acme', '--timeout', '60',
-		'--replica-id', 'gw-2', '--heartbeat-interval', '200'
-	],
-	'>', \$out, '2>', \$err);
-$node->poll_query_until('postgres',
-	"SELECT state = 'live' FROM eventhub.replica_status WHERE replica_id = 'gw-2'")
-  or die "gw-2 did not register";
-$watch->signal("KILL");    # no orderly exit: no deregistration
-$watch->finish;
-$node->poll_query_until('postgres',
-	"SELECT state = 'stale' FROM eventhub.replica_status WHERE replica_id = 'gw-2'")
-  or die "gw-2 did not turn stale";
-pass('a replica without heartbeats turns stale after eventhub.replica_ttl');
-$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM eventhub.replicas WHERE replica_id = 'gw-2'")
-  or die "gw-2 was not removed";
-pass('and the worker removes it');
+$w = start_watch($connstr, '--org', 'acme', '--timeout', '60', '--replica-id', 'gw-2', '--heartbeat-interval', '200');
+wait_or_die('gw-2 registering', "SELECT state = 'live' FROM eventhub.replica_status WHERE replica_id = 'gw-2'");
+$w->{h}->signal('KILL');    # no orderly exit: no deregistration
+$w->{h}->finish;
+ok( wait_for(what => 'gw-2 stale', node => $node,
+		sql => "SELECT state = 'stale' FROM eventhub.replica_status WHERE replica_id = 'gw-2'"),
+	'a replica without heartbeats turns stale after eventhub.replica_ttl');
+wait_or_die('twice the ttl since gw-2\'s last heartbeat',
+	"SELECT last_heartbeat < now() - 2 * current_setting('eventhub.replica_ttl')::interval"
+	  . " FROM eventhub.replicas WHERE replica_id = 'gw-2'");
+run_maintenance($node);
+is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-2'"),
+	'0', 'and maintenance removes it after twice that');
 
 #
 # Retention waits for a live lagging replica, up to max_retention.
 #
-# The test itself plays the lagging replica: every poll is also a heartbeat
-# at revision 1 of organization slow.
-publish('slow', 4);
-my $beat = "WITH hb AS (SELECT eventhub.heartbeat('lagger', '{\"slow\": {\"revision\": 1}}'))";
-$node->safe_psql('postgres', "$beat SELECT 1 FROM hb");
-# A marker nobody follows: once it is gone, retention has run after expiry.
-publish('marker', 1);
-$node->poll_query_until('postgres',
-	"$beat SELECT count(*) = 0 FROM hb, eventhub.events WHERE organization_id = 'marker'")
-  or die "the marker was not deleted";
+# The laggard has applied only revision 1 of organization slow: handed its
+# four events, it acknowledges one, and heartbeats that every 100 ms, far
+# inside eventhub.replica_ttl, so that it stays live.
+publish($node, 'slow', 4);
+my $lagger = start_ack('lagger', 'slow', '4', '1', 'sha-slow');
+wait_or_die('the laggard at revision 1',
+	"SELECT applied_revision = 1 FROM eventhub.replica_progress WHERE replica_id = 'lagger' AND organization_id = 'slow'");
+# A marker nobody follows: once it has expired, so have slow's events.
+publish($node, 'marker', 1);
+wait_or_die('the marker expiring',
+	"SELECT clock_timestamp() - processed_timestamp > current_setting('eventhub.retention')::interval"
+	  . " FROM eventhub.events WHERE organization_id = 'marker'");
+run_maintenance($node);
 is( $node->safe_psql('postgres',
-		"$beat SELECT string_agg(revision::text, ',' ORDER BY revision) FROM hb, eventhub.events WHERE organization_id = 'slow'"),
-	'1,2,3,4', 'expired events a live replica has not applied are kept, and the one it applied last');
+		"SELECT string_agg(organization_id || '/' || revision, ',' ORDER BY revision) FROM eventhub.events"
+		  . " WHERE organization_id IN ('slow', 'marker')"),
+	'slow/1,slow/2,slow/3,slow/4', 'expired events a live replica has not applied are kept, and the one it applied last');
 
 # `eventhub status` names the laggard.
-my ($ret, $status_out, $status_err) = (0, '', '');
-IPC::Run::run([ $cli, '-d', $connstr, 'status', '--fail-if-lag', '2' ], '>', \$status_out, '2>', \$status_err);
-is($? >> 8, 4, 'status --fail-if-lag 2 exits 4 with a replica 3 behind');
-like($status_err, qr/replica "lagger" is 3 revisions behind on organization "slow"/, 'and names it');
-like($status_out, qr/^lagger\s+live\s+1\s+1\s+3\s+slow\s/m,
+my ($rc, $out, $err) = run_cli('-d', $connstr, 'status', '--fail-if-lag', '2');
+is($rc, 4, 'status --fail-if-lag 2 exits 4 with a replica 3 behind');
+like($err, qr/replica "lagger" is 3 revisions behind on organization "slow"/, 'and names it');
+like($out, qr/^lagger\s+live\s+1\s+1\s+3\s+slow\s/m,
 	'the replica summary shows its organizations, how many it is behind on, by how much and where');
-IPC::Run::run([ $cli, '-d', $connstr, 'status', '--fail-if-lag', '3' ], '>', \$status_out, '2>', \$status_err);
-is($? >> 8, 0, 'status --fail-if-lag 3 exits 0');
-IPC::Run::run([ $cli, '-d', $connstr, 'status', '--json', '--org', 'slow' ], '>', \$status_out, '2>', \$status_err);
-my $doc = decode_json($status_out);
+($rc) = run_cli('-d', $connstr, 'status', '--fail-if-lag', '3');
+is($rc, 0, 'status --fail-if-lag 3 exits 0');
+($rc, $out) = run_cli('-d', $connstr, 'status', '--json', '--org', 'slow');
+my $doc = decode_json($out);
 is_deeply(
 	[ map { [ $_->{replica_id}, $_->{state}, $_->{applied_revision}, $_->{head_revision}, $_->{lag_revisions} ] }
 		  @{ $doc->{progress} } ],
@@ -155,12 +145,18 @@ is_deeply(
 is($doc->{organizations}[0]{kept_events}, 4, 'status --json counts the kept events');
 
 # Past max_retention the events go anyway, and the laggard must resync.
-$node->poll_query_until('postgres',
-	"$beat SELECT count(*) = 0 FROM hb, eventhub.events WHERE organization_id = 'slow'")
-  or die "max_retention did not release the events";
-pass('at eventhub.max_retention the events are deleted although the replica is live');
-($ret, $out, $err) = $node->psql('postgres', "SELECT * FROM eventhub.events_since('slow', 1)");
+wait_or_die('slow\'s events reaching max_retention',
+	"SELECT clock_timestamp() - max(processed_timestamp) > current_setting('eventhub.max_retention')::interval"
+	  . " FROM eventhub.events WHERE organization_id = 'slow'");
+run_maintenance($node);
+is( $node->safe_psql('postgres',
+		"SELECT state || ' ' || (SELECT count(*) FROM eventhub.events WHERE organization_id = 'slow')"
+		  . " FROM eventhub.replica_status WHERE replica_id = 'lagger'"),
+	'live 0', 'at eventhub.max_retention the events are deleted although the replica is live');
+($rc, $out, $err) = $node->psql('postgres', "SELECT * FROM eventhub.events_since('slow', 1)");
 like($err, qr/have been removed/, 'and the lagging replica gets the resync error');
+$lagger->{h}->signal('TERM');
+$lagger->{h}->finish;
 
 $node->stop;
 done_testing();

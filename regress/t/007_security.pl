@@ -18,29 +18,22 @@
 #   5. a role with no privilege at all LISTENs: it learns no organization id
 #      and no revision; the replay of a notification it saw only wakes a
 #      subscriber, which delivers nothing twice.
+#
+# The worker runs a cycle only when the test makes it (eventhub_node_quiet):
+# part 1 restarts it and reloads it, and waits for what those cycles must
+# remove; the rest runs with a retention of an hour, so that what the
+# tenants publish stays until they have read it.
 
 use strict;
 use warnings;
 
-use IPC::Run;
+use EventhubTest;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
-
-my $node = PostgreSQL::Test::Cluster->new('security');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-eventhub.database = 'appdb'
-eventhub.maintenance_interval = '100ms'
-eventhub.retention = '1s'
-eventhub.replica_ttl = '1s'
-eventhub.stalled_client_timeout = '1s'
-});
-$node->start;
+my $node = eventhub_node_quiet('security', database => 'appdb', db_owner => 'app',
+	retention => '1s', replica_ttl => '1s', stalled_client_timeout => '1s');
 
 # Runs SQL in appdb as a superuser that shields itself from the settings the
 # database owner plants (ALTER DATABASE ... SET role, search_path).
@@ -51,15 +44,10 @@ sub su
 }
 
 # Waits until SQL, run by su(), returns t.
-sub su_poll
+sub su_wait
 {
-	my ($sql) = @_;
-	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		return 1 if su($sql) eq 't';
-		usleep(100_000);
-	}
-	return 0;
+	my ($what, $sql) = @_;
+	return wait_for(what => $what, until => sub { su($sql) eq 't' });
 }
 
 # Runs SQL in appdb as ROLE; returns (exit code, stdout, stderr).
@@ -90,12 +78,6 @@ sub as_role_refused
 	like($err, $pattern, "$label: with the expected error");
 	return $err;
 }
-
-$node->safe_psql('postgres', 'CREATE ROLE app LOGIN; CREATE DATABASE appdb OWNER app;');
-$node->safe_psql('appdb', 'CREATE EXTENSION eventhub');
-$node->poll_query_until('appdb',
-	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance' AND datname = 'appdb'")
-  or die "the worker did not start";
 
 #
 # 1. The database owner arms the background worker's session.
@@ -151,24 +133,36 @@ su(q{
 	SELECT eventhub.heartbeat('gw-old', '{"acme": {"revision": 5}}');
 });
 
-# The worker's next start (a restart, a crash, SIGTERM) picks the settings up.
-my $old_worker = su("SELECT pid FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance'");
+# The worker's next start (a restart, a crash, SIGTERM) picks the settings
+# up.  The postmaster starts it again five seconds after it ended, so the
+# events and the replica have expired by then; its first cycle removes them.
+my $old_worker = worker_pid($node, db => 'appdb');
 my $offset = -s $node->logfile;
 su("SELECT pg_terminate_backend($old_worker)");
-su_poll("SELECT count(*) = 1 FROM pg_stat_activity"
-	  . " WHERE backend_type = 'eventhub maintenance' AND pid <> $old_worker")
-  or die "the worker did not come back";
-su_poll("SELECT (SELECT count(*) FROM eventhub.events) = 0 AND (SELECT count(*) FROM eventhub.replicas) = 0")
+wait_for_worker($node, db => 'appdb', not => $old_worker);
+su_wait('the restarted worker\'s first cycle',
+	"SELECT (SELECT count(*) FROM eventhub.events) = 0 AND (SELECT count(*) FROM eventhub.replicas) = 0")
   or die "the worker did not expire the events and the replica";
-# A few more cycles, and a look for stalled clients, under the same settings.
-sleep(2);
-$node->wait_for_log(qr/eventhub retention deleted 5 expired events/, $offset);
+# Another cycle under the same settings: a reload makes the worker run one
+# at once, and its stalled-client looks go on every 250 ms meanwhile.
+su(q{SELECT eventhub.publish_event('expiring', 'API', 'UPDATE', 'late', NULL, '{}')});
+su_wait('the late event expiring',
+	"SELECT clock_timestamp() - max(processed_timestamp) > current_setting('eventhub.retention')::interval FROM eventhub.events")
+  or die "the late event did not expire";
+$node->reload;
+su_wait('the cycle after the reload', 'SELECT count(*) = 0 FROM eventhub.events')
+  or die "the reloaded worker did not delete the late event";
+$node->wait_for_log(qr/eventhub retention deleted 5 expired events(?s:.*)eventhub retention deleted 1 expired events/,
+	$offset);
 pass('attack: the restarted worker deleted the expired events and the stale replica');
 is(su("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'"), 'f', 'attack: app is no superuser');
 is(su('SELECT count(*) FROM s.trap_log'), '0', 'attack: the trap never ran');
 unlike(slurp_file($node->logfile, $offset), qr/ERROR|FATAL:  (?!terminating background worker "eventhub maintenance")/,
 	'attack: the worker logged no error');
 as_role_ok('app', 'ALTER DATABASE appdb RESET ALL', 'the database owner resets its settings');
+# From here on, what is published stays (the reload's cycle runs with these).
+reload_settings($node, "eventhub.retention = '1h'\neventhub.replica_ttl = '1h'", worker => 0)
+  or die 'the settings were not reloaded';
 
 #
 # 2. A role granted every privilege on every table.
@@ -215,12 +209,8 @@ is(su("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'eventhub.events'::regcla
 # Without the library preloaded, a fresh session has not loaded it when the
 # role sets the switch: the setting is a placeholder that loading the library
 # then refuses, and the guard holds.
-my $plain = PostgreSQL::Test::Cluster->new('not_preloaded');
-$plain->init;
-$plain->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
-$plain->start;
+my $plain = eventhub_node('not_preloaded', preload => 0);
 $plain->safe_psql('postgres', q{
-	CREATE EXTENSION eventhub;
 	CREATE ROLE mallory LOGIN;
 	GRANT USAGE ON SCHEMA eventhub TO mallory;
 	GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO mallory;
@@ -249,26 +239,10 @@ $plain->stop;
 #
 # 3. Two tenants and an administrator.
 #
-su(q{
-	CREATE ROLE tenant_a LOGIN;
-	CREATE ROLE tenant_b LOGIN;
-	CREATE ROLE hub_admin LOGIN;
-	GRANT USAGE ON SCHEMA eventhub TO tenant_a, tenant_b, hub_admin;
-	GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_status TO tenant_a, tenant_b;
-	GRANT EXECUTE ON FUNCTION
-	    eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
-	    eventhub.register_organization(text),
-	    eventhub.events_since(text, bigint, integer, uuid),
-	    eventhub.notification_token(text),
-	    eventhub.heartbeat(text, jsonb, jsonb, text),
-	    eventhub.deregister_replica(text)
-	  TO tenant_a, tenant_b;
-	GRANT EXECUTE ON FUNCTION
-	    eventhub.grant_organization(regrole, text, text, boolean),
-	    eventhub.revoke_organization(regrole, text, text, boolean),
-	    eventhub.remove_replica(text)
-	  TO hub_admin;
-});
+# Each tenant gets the documented bundles of a replica that publishes and
+# follows, and of a probe; the administrator its own.
+grant_bundle($node, 'appdb', map({ (publisher => $_, reader => $_, operator => $_) } 'tenant_a', 'tenant_b'),
+	admin => 'hub_admin');
 as_role_ok('hub_admin', q{
 	SELECT eventhub.grant_organization('tenant_a', 'a-', 'publish', true);
 	SELECT eventhub.grant_organization('tenant_a', 'a-', 'read', true);
@@ -312,16 +286,13 @@ is(as_role_ok('tenant_a',
 		'tenants: tenant_a reads events'),
 	"a-1/1,a-1/2", 'tenants: events shows tenant_a only its events');
 {
-	my ($out, $err) = ('', '');
-	my $ret = IPC::Run::run([ $cli, '-d', $node->connstr('appdb') . ' user=tenant_a', 'status' ],
-		'>', \$out, '2>', \$err);
-	ok($ret, 'tenants: eventhub status as tenant_a') or diag($err);
+	my $tenant_a = $node->connstr('appdb') . ' user=tenant_a';
+	my ($rc, $out, $err) = run_cli('-d', $tenant_a, 'status');
+	is($rc, 0, 'tenants: eventhub status as tenant_a') or diag($err);
 	like($out, qr/a-1/, 'tenants: status shows tenant_a its organization');
 	# (not inside a UUID, where "b-1" may stand by chance)
 	unlike($out, qr/(?<![0-9a-f])b-1/, 'tenants: status shows nothing of b-1');
-	($out, $err) = ('', '');
-	IPC::Run::run([ $cli, '-d', $node->connstr('appdb') . ' user=tenant_a', 'status', '--json' ],
-		'>', \$out, '2>', \$err);
+	($rc, $out) = run_cli('-d', $tenant_a, 'status', '--json');
 	unlike($out, qr/(?<![0-9a-f])b-1/, 'tenants: status --json shows nothing of b-1');
 }
 
@@ -352,35 +323,23 @@ is(su(q{SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-b'}), '0',
 su('CREATE ROLE eve LOGIN');
 my $token_a = as_role_ok('tenant_a', "SELECT eventhub.notification_token('a-1')", 'listener: tenant_a gets a-1\'s token');
 chomp $token_a;
-my ($w_out, $w_err) = ('', '');
-my $watch = IPC::Run::start(
-	[
-		$cli, '-d', $node->connstr('appdb') . ' user=tenant_a',
-		'watch', '--org', 'a-1', '--after', '0', '--count', '5', '--timeout', '60',
-		'--poll-interval', '600000'
-	],
-	'>', \$w_out, '2>', \$w_err);
-my $eve = $node->background_psql('appdb', extra_params => [ '-U', 'eve' ], on_error_stop => 0);
-$eve->query_safe('LISTEN eventhub');
+# The watcher's session: the library names it "eventhub".
+my $watcher = "usename = 'tenant_a' AND application_name = 'eventhub'";
+my $w = start_watch($node->connstr('appdb') . ' user=tenant_a',
+	'--org', 'a-1', '--after', '0', '--count', '5', '--timeout', '60', '--poll-interval', '600000');
+my $eve = start_listener($node, db => 'appdb', user => 'eve');
 # The watcher catches up (revisions 1 and 2) at its first poll; what
 # follows comes by notification: it polls only every ten minutes.
-my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-$watch->pump while ($w_out =~ tr/\n//) < 2 && time() < $deadline;
-is(($w_out =~ tr/\n//), 2, 'listener: the watcher caught up with a-1');
+wait_for(what => 'the watcher catching up', watch => $w, lines => 2);
+is(scalar(watch_lines($w)), 2, 'listener: the watcher caught up with a-1');
 as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a-entity', NULL, '{}')",
 	'listener: tenant_a publishes a-1/3');
 as_role_ok('tenant_b', "SELECT eventhub.publish_event('b-1', 'API', 'UPDATE', 'b-secret-entity', NULL, '{}')",
 	'listener: tenant_b publishes b-1/3');
 # With the notifier worker they come after the commits, not with them:
 # listen until both are in.
-my @payloads;
-for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-{
-	my $heard = $eve->query_safe('SELECT 1');
-	push @payloads, $heard =~ /Asynchronous notification "eventhub" with payload "([^\n]*)" received/g;
-	last if @payloads >= 2;
-	usleep(100_000);
-}
+wait_for(what => 'two notifications', until => sub { heard($eve) >= 2 });
+my @payloads = map { $_->{payload} } heard($eve);
 is(scalar(@payloads), 2, 'listener: eve hears two notifications');
 my $json = JSON::PP->new;
 my @keys = map { join(',', sort keys %{ $json->decode($_) }) } @payloads;
@@ -389,25 +348,33 @@ is_deeply(\@keys, [ 'notification_token,version_id', 'notification_token,version
 unlike(join(' ', @payloads), qr/(?<![0-9a-f])[ab]-1|"revision"|:\s*3\b/, 'listener: no organization id, no revision');
 is($json->decode($payloads[0])->{notification_token}, $token_a,
 	'listener: the first is a-1\'s, which only a reader of a-1 can tell');
-$eve->query("SELECT eventhub.notification_token('a-1')");
-like($eve->{stderr}, qr/permission denied/, 'listener: eve cannot map organizations to tokens');
-$eve->{stderr} = '';
+$eve->{psql}->query("SELECT eventhub.notification_token('a-1')");
+like($eve->{psql}->{stderr}, qr/permission denied/, 'listener: eve cannot map organizations to tokens');
+$eve->{psql}->{stderr} = '';
 
 # eve replays what it heard: the watcher wakes, and delivers nothing twice.
-$eve->query_safe("NOTIFY eventhub, '$payloads[0]'");
-$eve->query_safe(qq{NOTIFY eventhub, '{"notification_token": "$token_a", "version_id": "00000000-0000-4000-8000-000000000000"}'});
-sleep(1);
+# It has delivered a-1/3 and is idle; the replayed unknown version makes it
+# run a query, after which a duplicate would already be printed.
+wait_for(what => 'a-1/3 delivered', watch => $w, lines => 3) or die 'a-1/3 was not delivered';
+su_wait('the watcher idle', "SELECT count(*) = 1 FROM pg_stat_activity WHERE $watcher AND state = 'idle'")
+  or die 'the watcher is not idle';
+my $last_query = su("SELECT query_start FROM pg_stat_activity WHERE $watcher");
+$eve->{psql}->query_safe("NOTIFY eventhub, '$payloads[0]'");
+$eve->{psql}->query_safe(
+	qq{NOTIFY eventhub, '{"notification_token": "$token_a", "version_id": "00000000-0000-4000-8000-000000000000"}'});
+su_wait('the watcher woken by the replay',
+	"SELECT query_start > '$last_query' AND state = 'idle' FROM pg_stat_activity WHERE $watcher")
+  or die 'the replayed notification did not wake the watcher';
 as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a-entity', NULL, '{}')",
 	'listener: tenant_a publishes a-1/4');
-$eve->quit;
+$eve->{psql}->quit;
 # --count 5: a-1/4 makes five lines (revisions 1-4 and nothing else) only
 # if nothing came twice; a fifth event would come only after a duplicate.
 as_role_ok('tenant_a', "SELECT eventhub.publish_event('a-1', 'API', 'UPDATE', 'a-entity', NULL, '{}')",
 	'listener: tenant_a publishes a-1/5');
-$watch->finish;
-is($watch->result(0), 0, 'listener: the watcher got its events') or diag($w_err);
-my @revs = map { $json->decode($_)->{revision} } grep { /"revision"/ } split /\n/, $w_out;
-is_deeply(\@revs, [ 1, 2, 3, 4, 5 ], 'listener: the watcher delivered every event once, in order');
+is(finish_cli($w), 0, 'listener: the watcher got its events') or diag($w->{err});
+is_deeply([ map { $_->{revision} } watch_lines($w) ], [ 1, 2, 3, 4, 5 ],
+	'listener: the watcher delivered every event once, in order');
 
 $node->stop;
 done_testing();

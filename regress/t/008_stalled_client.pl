@@ -10,60 +10,45 @@
 # fifth and less within seconds).  The background worker terminates such a
 # session after eventhub.stalled_client_timeout.  The test proves that
 #   - the worker terminates the stalled session and says which;
-#   - publish throughput over the last 20,000 events is at least 0.8 of the
-#     throughput over the first 20,000;
+#   - publish throughput over the last 20,000 events is at least half the
+#     throughput over the first 20,000 (with the stalled session left alone
+#     it falls to a fifth and less; half leaves room for a machine whose
+#     other load changes between the two);
 #   - the watcher, resumed, reconnects and delivers every event of its
 #     organization published meanwhile exactly once, in order.
 
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
-use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
 my $events = 100_000;
 my $chunk = 20_000;
 
-my $node = PostgreSQL::Test::Cluster->new('stalled');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-eventhub.stalled_client_timeout = '5s'
-# the worker finds the extension within half a second
-eventhub.maintenance_interval = '500ms'
-log_statement = 'none'
-});
-$node->start;
-$node->safe_psql('postgres', q{
-	CREATE EXTENSION eventhub;
-	SELECT eventhub.publish_event('watched', 'API', 'CREATE', 'w', 'watched-1', '{}');
-});
+# The worker finds the extension within half a second.
+my $node = eventhub_node('stalled', stalled_client_timeout => '5s', maintenance_interval => '500ms',
+	conf => "log_statement = 'none'");
+publish($node, 'watched', 1, action => 'CREATE', entity => 'w', tag => 'watched');
 
-my ($w_out, $w_err) = ('', '');
-my $watch = IPC::Run::start(
-	[
-		$cli, '-d', $node->connstr('postgres'), 'watch', '--org', 'watched', '--after', '0',
-		'--count', '4', '--timeout', '300'
-	],
-	'>', \$w_out, '2>', \$w_err);
-my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-$watch->pump while $w_out !~ /\n/ && time() < $deadline;
-like($w_out, qr/"revision": 1/, 'the watcher delivered revision 1');
-my $watch_pid = $watch->{KIDS}[0]{PID};
+my $w = start_watch($node->connstr('postgres'), '--org', 'watched', '--after', '0', '--count', '4',
+	'--timeout', '300');
+wait_for(what => 'revision 1', watch => $w, lines => 1);
+like($w->{out}, qr/"revision": 1/, 'the watcher delivered revision 1');
+my $watch_pid = $w->{h}{KIDS}[0]{PID};
 kill 'STOP', $watch_pid;
 
 # Events of the watched organization while it is stopped.
-$node->safe_psql('postgres', q{
-	SELECT eventhub.publish_event('watched', 'API', 'UPDATE', 'w', 'watched-' || i, '{}') FROM generate_series(2, 4) i;
-});
+$node->safe_psql('postgres', join('', map { publish_sql('watched', entity => 'w', corr => "watched-$_") } 2 .. 4));
 
 # Transactions that move 500 organizations at once send the stopped
 # watcher's backend more notifications in one go than its output buffer
 # holds: once the socket is full, it blocks in the middle of reading the
-# queue, with the xmin horizon held.
+# queue, with the xmin horizon held.  (The log is read from here on: the
+# worker's clock of the stall may start before this loop sees it.)
+my $offset = -s $node->logfile;
 my $stalled = '';
 for my $batch (1 .. 40)
 {
@@ -81,7 +66,6 @@ my $dir = PostgreSQL::Test::Utils::tempdir();
 open my $fh, '>', "$dir/publish.sql" or die;
 print $fh "SELECT eventhub.publish_event('busy', 'API', 'UPDATE', 'e', NULL, '{}');\n";
 close $fh;
-my $offset = -s $node->logfile;
 my ($b_out, $b_err) = ('', '');
 IPC::Run::run(
 	[
@@ -108,9 +92,11 @@ my $first = $chunk / ($done[ $chunk - 1 ] - $start);
 my $last = $chunk / ($done[-1] - $done[ $events - $chunk - 1 ]);
 note(sprintf('publish throughput: first %d events %.0f/s, last %d events %.0f/s, ratio %.2f',
 		$chunk, $first, $chunk, $last, $last / $first));
-cmp_ok($last / $first, '>=', 0.8,
-	'throughput over the last 20,000 events is at least 0.8 of the first 20,000');
+cmp_ok($last / $first, '>=', 0.5,
+	'throughput over the last 20,000 events is at least half of the first 20,000');
 
+# The worker may terminate the session after pgbench has ended.
+$node->wait_for_log(qr/eventhub terminated client session/, $offset);
 my $log = slurp_file($node->logfile, $offset);
 like($log, qr/eventhub terminated client session \d+, stalled for \d+ s/,
 	'the worker terminated the stalled session');
@@ -119,14 +105,11 @@ like($log, qr/blocked sending notifications to a client that does not read them,
 
 # Resumed, the watcher finds its connection gone, reconnects and catches up.
 kill 'CONT', $watch_pid;
-$watch->finish;
-is($watch->result(0), 0, 'the resumed watcher exited after its four events') or diag($w_err);
-my $json = JSON::PP->new;
-my @got = map { my $e = $json->decode($_); "$e->{organization_id}/$e->{revision}/$e->{correlation_id}" }
-  grep { /"revision"/ } split /\n/, $w_out;
+is(finish_cli($w), 0, 'the resumed watcher exited after its four events') or diag($w->{err});
+my @got = map { "$_->{organization_id}/$_->{revision}/$_->{correlation_id}" } watch_lines($w);
 is_deeply(\@got, [ map { "watched/$_/watched-$_" } 1 .. 4 ],
 	'it delivered every event of its organization once, in order');
-like($w_err, qr/connection lost/, 'it noticed the lost connection');
+like($w->{err}, qr/connection lost/, 'it noticed the lost connection');
 
 $node->stop;
 done_testing();

@@ -500,4 +500,28 @@ sub grant_bundle
 	return $node->safe_psql($db, "$su$sql");
 }
 
+# --- added by tests2 ---
+
+push @EXPORT, qw(eventhub_node_quiet);
+
+# eventhub_node_quiet(NAME, %opt): eventhub_node (same options) whose
+# maintenance worker runs only when the test makes it: at a reload (SIGHUP:
+# the worker reloads, then runs a cycle and a look for stalled clients at
+# once) or at a restart of the worker.  Its eventhub.maintenance_interval is
+# an hour, and the extension is created only once the worker's first look
+# has found it missing, so that no cycle of its own can fall in the middle
+# of the test: whatever eventhub.retention and eventhub.replica_ttl are,
+# events and replicas go when run_maintenance() (or such a trigger) says.
+# Added for 005 and 007, whose short retention raced the worker's cycle.
+sub eventhub_node_quiet
+{
+	my ($name, %opt) = @_;
+	my $db = $opt{database} // 'postgres';
+	my $node = eventhub_node($name, %opt, maintenance_interval => '1h', extension => 0);
+	$node->wait_for_log(
+		qr/eventhub background worker is waiting for the extension in database "\Q$db\E"/);
+	$node->safe_psql($db, 'CREATE EXTENSION eventhub');
+	return $node;
+}
+
 1;
