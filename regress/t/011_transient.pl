@@ -1,8 +1,8 @@
 # 011_transient.pl: `eventhub watch` rides out what passes by itself.
 #
-#   - an operator holds a lock on eventhub.events for a second and a half
-#     while the watcher's session has lock_timeout = 100ms: its queries
-#     fail, it warns on stderr, retries with backoff and delivers what
+#   - an operator holds a lock on eventhub.events while the watcher's
+#     session has lock_timeout = 100ms: its queries fail, it warns on
+#     stderr, retries with backoff and, once the lock is gone, delivers what
 #     follows;
 #   - the extension is dropped and created again (history and all) while it
 #     runs: the functions are missing for a while, then its cursor is ahead
@@ -40,7 +40,9 @@ sub lines
 	return map { $json->decode($_) } $w->{out} =~ /^(\{.*)\n/mg;
 }
 
-sub pump_until
+# Pumps watcher W until COND holds; false after the default timeout or if
+# it exited.
+sub wait_for
 {
 	my ($w, $cond) = @_;
 	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
@@ -60,28 +62,28 @@ $w->{h} = IPC::Run::start(
 		'--org', 'acme', '--after', '0', '--count', '5', '--timeout', '120', '--poll-interval', '200'
 	],
 	'>', \$w->{out}, '2>', \$w->{err});
-ok(pump_until($w, sub { scalar(lines($w)) >= 1 }), 'the watcher delivered revision 1');
+ok(wait_for($w, sub { scalar(lines($w)) >= 1 }), 'the watcher delivered revision 1');
 
-# An operator holds ACCESS EXCLUSIVE on events for 1.5 s.
+# An operator holds ACCESS EXCLUSIVE on events until the watcher has tried
+# twice.
 my $op = $node->background_psql('postgres');
 $op->query_safe('BEGIN');
 $op->query_safe('LOCK TABLE eventhub.events IN ACCESS EXCLUSIVE MODE');
-ok(pump_until($w, sub { $w->{err} =~ /lock timeout/ }), 'lock: the watcher\'s queries time out');
-usleep(1_500_000);
+ok(wait_for($w, sub { (() = $w->{err} =~ /lock timeout/g) >= 2 }), 'lock: the watcher\'s queries time out');
 $op->query_safe('COMMIT');
 publish(2);
-ok(pump_until($w, sub { scalar(lines($w)) >= 3 }), 'lock: once the lock is gone, the watcher delivers what follows');
+ok(wait_for($w, sub { scalar(lines($w)) >= 3 }), 'lock: once the lock is gone, the watcher delivers what follows');
 like($w->{err}, qr/warning: .*lock timeout.*\(retrying\)/, 'lock: each refusal is a warning');
 
 # The extension goes and comes back, with a new, shorter history.
 $op->query_safe('DROP EXTENSION eventhub');
-ok(pump_until($w, sub { $w->{err} =~ /does not exist/ }), 'reinstall: the watcher finds the extension missing');
-usleep(500_000);
+ok(wait_for($w, sub { (() = $w->{err} =~ /does not exist/g) >= 2 }),
+	'reinstall: the watcher finds the extension missing, and tries again');
 # Created with its first event in one transaction: the new history is never
 # seen empty.
 $op->query_safe("BEGIN; CREATE EXTENSION eventhub; SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'e', NULL, '{}'); COMMIT;");
 $op->quit;
-ok(pump_until($w, sub { $w->{out} =~ /"resync": true/ }), 'reinstall: the watcher resyncs to the new history');
+ok(wait_for($w, sub { $w->{out} =~ /"resync": true/ }), 'reinstall: the watcher resyncs to the new history');
 publish(2);
 $w->{h}->finish;
 is($w->{h}->result(0), 0, 'the watcher rode it all out and exited after its five events') or diag($w->{err});

@@ -147,18 +147,21 @@ like($out, qr/Asynchronous notification "eventhub"/, 'another database: heard at
 #
 my $pid = notifier_pid();
 @heard = ();
-# Terminated, it is restarted after a second: a publish right after it is
-# gone notifies by itself.
-my ($last_row) = $node->safe_psql('postgres', qq{
-	SELECT pg_terminate_backend($pid);
-	SELECT pg_sleep(0.2);
+# It is restarted a second after it ends; while its database refuses new
+# connections it cannot attach again, however long the publish below takes.
+my $publisher = $node->background_psql('postgres');
+my $admin = $node->background_psql('other');
+$admin->query_safe('ALTER DATABASE postgres ALLOW_CONNECTIONS false');
+$admin->query_safe("SELECT pg_terminate_backend($pid, 1000 * $PostgreSQL::Test::Utils::timeout_default)");
+my ($mode, $pub_pid) = split /\|/, $publisher->query_safe(q{
 	SELECT eventhub.notification_mode(), pg_backend_pid()
-	  FROM (SELECT eventhub.publish_event('meanwhile', 'API', 'CREATE', 'e', NULL, '{}')) p;
-}) =~ /(\w+\|\d+)$/;
-my ($mode, $pub_pid) = split /\|/, $last_row;
+	  FROM (SELECT eventhub.publish_event('meanwhile', 'API', 'CREATE', 'e', NULL, '{}')) p});
 is($mode, 'transaction', 'notifier gone: each transaction notifies');
 ok(hear_until(sub { @heard >= 1 }), 'notifier gone: still heard');
 is($heard[0]{pid}, $pub_pid, 'notifier gone: from the publisher');
+$admin->query_safe('ALTER DATABASE postgres ALLOW_CONNECTIONS true');
+$admin->quit;
+$publisher->quit;
 $node->poll_query_until('postgres', "SELECT eventhub.notification_mode() = 'worker'")
   or die "the notifier did not come back";
 pass('the notifier is back');
@@ -173,14 +176,14 @@ is((grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @heard)[0]{pid}, n
 # A full queue loses no event.
 #
 my ($w_out, $w_err) = ('', '');
+# Its statements are logged: once it has sent LISTEN eventhub, and then read
+# the head with the notification token, it follows.
+my $offset = -s $node->logfile;
 my $watch = IPC::Run::start(
-	[ $cli, '-d', $node->connstr('postgres'), 'watch', '--org', 'overflow', '--count', '1',
-		'--timeout', '120', '--poll-interval', '600000' ],
+	[ $cli, '-d', $node->connstr('postgres') . " options='-c log_statement=all'", 'watch', '--org', 'overflow',
+		'--count', '1', '--timeout', '120', '--poll-interval', '600000' ],
 	'>', \$w_out, '2>', \$w_err);
-$node->poll_query_until('postgres',
-	"SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%notification_token%' AND pid <> pg_backend_pid()")
-  or die "the watcher did not start";
-usleep(500_000);
+$node->wait_for_log(qr/LISTEN eventhub\n.*notification_token/s, $offset);
 $pid = notifier_pid();
 kill 'STOP', $pid;
 open $fh, '>', "$dir/flood.sql" or die;
@@ -189,7 +192,7 @@ close $fh;
 IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '17500', '-f', "$dir/flood.sql",
 		'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
   or die "pgbench failed: $b_err";
-my $offset = -s $node->logfile;
+$offset = -s $node->logfile;
 $node->safe_psql('postgres', "SELECT eventhub.publish_event('overflow', 'API', 'CREATE', 'e', NULL, '{}')");
 kill 'CONT', $pid;
 $node->wait_for_log(qr/eventhub notification queue was full: \d+ announcements were dropped/, $offset);

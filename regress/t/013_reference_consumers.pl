@@ -28,7 +28,8 @@
 # Every EVENT line is checked against eventhub.events (revision, version,
 # action, entity): per organization exactly the revisions after the cursor,
 # in order, once.  Every wait is bounded (the consumers' --timeout, a
-# deadline here, and IPC::Run's timeout as a backstop).
+# deadline here, and IPC::Run's timeout as a backstop), by the suite's
+# default timeout.
 
 use strict;
 use warnings;
@@ -47,8 +48,11 @@ plan skip_all => "pgx v4 is not installed (golang-github-jackc-pgx-v4-dev): no $
 plan skip_all => 'psycopg 3 is not installed (python3-psycopg)'
   unless -x '/usr/bin/python3' && IPC::Run::run([ '/usr/bin/python3', '-c', 'import psycopg' ], '2>', \my $py_err);
 my $dir = PostgreSQL::Test::Utils::tempdir();
-my $deadline_s = 30;    # for any one wait below
-my $backstop = 90;      # kills a consumer that outlives everything
+# Bounds that only a failure reaches: any one wait below; a consumer's own
+# --timeout; IPC::Run's, which kills a consumer that outlives everything.
+my $deadline_s = $PostgreSQL::Test::Utils::timeout_default;
+my $consumer_timeout = 2 * $deadline_s;
+my $backstop = 3 * $deadline_s;
 
 #
 # Build the Go consumer offline, in GOPATH mode, against Debian's pgx
@@ -99,7 +103,7 @@ sub start_consumer
 			@{ $command{$lang} }, '--conninfo', $conninfo,
 			(map { ('--org', $_) } @{ $opt->{orgs} // \@orgs }),
 			'--cursor-file', "$dir/" . ($opt->{cursor} // 'cursor') . "-$lang.json",
-			'--timeout', 60, @args
+			'--timeout', $consumer_timeout, @args
 		],
 		'<', \'', '>', \$c->{out}, '2>', \$c->{err},
 		IPC::Run::timeout($backstop));
@@ -320,12 +324,19 @@ $node->safe_psql('postgres', q{
 });
 my @wayne_head = head('wayne');
 is($wayne_head[0], 5, 'ZE001: wayne is at 5, with no event kept');
-ok(wait_all(\@consumers, sub { $_[0]{out} =~ /^RESYNC wayne /m }, 'ZE001'), 'ZE001: both resync');
+# Each is stopped in its reload as soon as it prints the resync, so that the
+# event is published before the reload ends, however long publishing takes.
+ok( wait_all(
+		\@consumers,
+		sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) },
+		'ZE001'),
+	'ZE001: both resync');
 publish('wayne', 1);    # while they reload
 for my $c (@consumers)
 {
 	my $cursor = decode_json(slurp_file("$dir/order-$c->{lang}.json"))->{wayne};
 	is($cursor->{revision}, 3, "ZE001: $c->{lang} was still reloading (cursor not moved yet) when 6 was published");
+	kill 'CONT', $c->{h}{KIDS}[0]{PID};
 }
 for my $c (@consumers)
 {

@@ -1,11 +1,11 @@
-# 017_upgrade.pl: from 0.1.0 to 0.2.0 the way an operator does it.  A
+# 017_upgrade.pl: from 0.1.0 to this release the way an operator does it.  A
 # server runs eventhub 0.1.0 (built from the release's own source, which
 # scripts/test.sh takes from git), publishes and runs its worker; the new
 # binaries are installed and the server restarted; until ALTER EXTENSION
 # eventhub UPDATE the new library refuses clearly and its worker waits; new
 # watchers resuming from stored cursors run across the update and go on
 # without a resync; heads, events, grants and replicas are kept; and a
-# database updated from 0.1.0 has the same catalog as a fresh 0.2.0 one.
+# database updated from 0.1.0 has the same catalog as a fresh one.
 
 use strict;
 use warnings;
@@ -35,6 +35,8 @@ system('cp', '-a', $pg_lib, "$inst/usr/lib/postgresql/") == 0 or die 'copying th
 system('cp', '-a', $pg_share, "$inst/usr/share/postgresql/") == 0 or die 'copying its share directory failed';
 my $libdir = "$inst$pg_lib/lib";
 my $extdir = "$inst$pg_share/extension";
+# This release: the version the installed build creates.
+my ($new) = slurp_file("$pg_share/extension/eventhub.control") =~ /^default_version = '([^']+)'/m or die;
 
 sub install_eventhub
 {
@@ -107,14 +109,15 @@ my %cursor = map { my ($o, $r, $v) = split / /; ($o => [ $r, $v ]) } split /, /,
 # The new binaries, and a restart (the library is preloaded).
 $node->stop;
 install_eventhub("$pg_lib/lib/eventhub.so", glob("$pg_share/extension/eventhub*"));
+my $offset = -s $node->logfile;
 $node->start;
 
 my ($rc, $stdout, $stderr) = $node->psql('postgres',
 	"SET ROLE publisher; SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'x', NULL, '{}')");
-like($stderr, qr/eventhub's SQL objects in this database are at version 0\.1\.0, its library at version 0\.2\.0/,
+like($stderr, qr/eventhub's SQL objects in this database are at version 0\.1\.0, its library at version \Q$new\E/,
 	'until the update, the new library refuses to publish');
 like($stderr, qr/HINT:  Run ALTER EXTENSION eventhub UPDATE in this database\./, 'and says what to run');
-ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be updated from version 0\.1\.0 to 0\.2\.0/),
+ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be updated from version 0\.1\.0 to \Q$new\E/, $offset),
 	'the worker waits for the update, and says so');
 
 # Watchers of the new release, resuming from stored cursors, as the reader.
@@ -127,15 +130,19 @@ for my $org ('acme', 'globex')
 		'<', \'', '>', \$w->{out}, '2>', \$w->{err});
 	$watch{$org} = $w;
 }
-usleep(500_000);
+# Both are connected before the update.
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 2 FROM pg_stat_activity WHERE usename = 'reader' AND application_name <> 'eventhub probe'")
+  or die 'the watchers did not connect';
 
+$offset = -s $node->logfile;
 $node->safe_psql('postgres', 'ALTER EXTENSION eventhub UPDATE');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'eventhub'"),
-	'0.2.0', 'ALTER EXTENSION eventhub UPDATE goes to 0.2.0');
+	$new, "ALTER EXTENSION eventhub UPDATE goes to $new");
 is($node->safe_psql('postgres', $heads_sql =~ s/organization \|\|/organization_id ||/r), $heads,
 	'every head is kept, revision and version');
 is($node->safe_psql('postgres', $events_sql), $events, 'every event is kept');
-ok($node->wait_for_log(qr/found the extension in database "postgres"/), 'the worker goes back to work');
+ok($node->wait_for_log(qr/found the extension in database "postgres"/, $offset), 'the worker goes back to work');
 
 is(publish('acme', 2), '7', 'the publisher publishes with the grant it had');
 is(publish('globex', 1), '4', 'in every organization');
@@ -144,7 +151,8 @@ for my $org (sort keys %watch)
 {
 	my $w = $watch{$org};
 	my $n = scalar @{ $expect{$org} };
-	for (1 .. 300)
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $deadline)
 	{
 		eval { $w->{h}->pump_nb };
 		last if (() = $w->{out} =~ /\n/g) >= $n;
@@ -201,14 +209,14 @@ my ($updated, $fresh) = (catalog('upd'), catalog('fresh'));
 cmp_ok(scalar(() = $fresh =~ /ALTER EXTENSION eventhub ADD/g), '>', 20, 'the dump lists the extension\'s objects');
 if ($updated eq $fresh)
 {
-	pass('a database updated from 0.1.0 and a fresh 0.2.0 one have identical catalogs');
+	pass('a database updated from 0.1.0 and a fresh one have identical catalogs');
 }
 else
 {
 	my ($a, $b) = ("$PostgreSQL::Test::Utils::tmp_check/updated.sql", "$PostgreSQL::Test::Utils::tmp_check/fresh.sql");
 	PostgreSQL::Test::Utils::append_to_file($a, $updated);
 	PostgreSQL::Test::Utils::append_to_file($b, $fresh);
-	fail('a database updated from 0.1.0 and a fresh 0.2.0 one have identical catalogs');
+	fail('a database updated from 0.1.0 and a fresh one have identical catalogs');
 	diag(`diff $a $b | head -40`);
 }
 
