@@ -45,9 +45,13 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
-.PHONY: test demo bench deb prove_installcheck
+.PHONY: test test-under-load demo bench deb prove_installcheck
 test:
 	@scripts/test.sh
+# make test while stress-ng --cpu 2 --io 1 loads the machine, RUNS times in
+# a row (make test-under-load RUNS=3), stopping at the first failure.
+test-under-load:
+	@RUNS='$(RUNS)' scripts/under-load.sh
 # The TAP suites (regress/t) against the installed extension and library:
 # each test starts its own clusters.  make installcheck (PGXS, below) runs
 # the SQL and isolation suites against a server you run.

@@ -5,7 +5,7 @@
 # libeventhub-dev, and runs the SQL and isolation suites with
 # `make installcheck` against a throwaway cluster that loads the packaged
 # extension.  Then it purges the packages and installs the source build
-# again.  Prints "ok"/"not ok" lines and "tests: N passed, N failed".
+# again.  Prints "ok"/"not ok" lines and its tally (scripts/tally.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -17,20 +17,17 @@ fi
 
 scripts/deps.sh gcc pkg-config postgresql-15 || exit 1
 source scripts/cluster.sh
+source scripts/tally.sh
 work=$(mktemp -d /tmp/eventhub-deb-test.XXXXXX)
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-not_ok() { echo "not ok - $1"; failed=$((failed + 1)); }
 
 # check NAME COMMAND...: one test line; the command's output follows a failure.
 check() {
 	local name=$1
 	shift
 	if "$@" >"$work/check.log" 2>&1; then
-		ok "$name"
+		tally_ok "$name"
 	else
-		not_ok "$name"
+		tally_not_ok "$name"
 		sed 's/^/# /' "$work/check.log"
 	fi
 }
@@ -50,17 +47,16 @@ trap 'restore; rm -rf "$work"' EXIT
 
 finish() {
 	restore
-	echo "tests: $passed passed, $failed failed"
-	[ "$failed" -eq 0 ] && exit 0
+	tally_end packages && exit 0
 	echo "eventhub: output kept in $work" >&2
 	trap - EXIT
 	exit 1
 }
 
 if scripts/deb.sh >"$work/deb.log" 2>&1; then
-	ok "make deb"
+	tally_ok "make deb"
 else
-	not_ok "make deb"
+	tally_not_ok "make deb"
 	sed 's/^/# /' "$work/deb.log"
 	finish
 fi
@@ -131,15 +127,12 @@ hand_over "$work"
 	make installcheck' installcheck "$stage" >"$work/installcheck.log" 2>&1
 status=$?
 grep -E '\.\.\. (ok|FAILED)|^ok |^not ok ' "$work/installcheck.log"
-good=$(grep -cE '\.\.\. ok' "$work/installcheck.log")
-bad=$(grep -cE '\.\.\. FAILED' "$work/installcheck.log")
-passed=$((passed + good))
-failed=$((failed + bad))
+tally_log "$work/installcheck.log"
 if [ "$status" -eq 0 ] && grep -q pg_isolation_regress "$work/installcheck.log"; then
-	ok "make installcheck ran the SQL and isolation suites"
+	tally_ok "make installcheck ran the SQL and isolation suites"
 else
-	not_ok "make installcheck ran the SQL and isolation suites"
-	[ "$bad" -eq 0 ] && sed 's/^/# /' "$work/installcheck.log"
+	tally_not_ok "make installcheck ran the SQL and isolation suites"
+	[ "$tally_failures" -eq 0 ] && sed 's/^/# /' "$work/installcheck.log"
 	for diffs in "$stage/regression.diffs" "$stage/output_iso/regression.diffs"; do
 		[ -f "$diffs" ] && cat "$diffs"
 	done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the pg_regress, isolation and TAP suites staged in WORK (see test.sh)
-# and prints "tests: N passed, N failed".  Must not run as root.
+# and prints their tally (scripts/tally.sh).  Must not run as root.
 set -uo pipefail
 shopt -s nullglob
 work=$1
@@ -9,18 +9,7 @@ cd "$work"
 suites=" ${SUITES:-unit sql tap demo bench} "
 want() { [[ $suites == *" $1 "* ]]; }
 source scripts/cluster.sh
-
-passed=0
-failed=0
-
-# count LOG: add pg_regress-style "... ok" and "... FAILED" lines to the tally.
-count() {
-	local ok bad
-	ok=$(grep -cE '\.\.\. ok|^ok ' "$1" || true)
-	bad=$(grep -ciE '\.\.\. failed|^not ok ' "$1" || true)
-	passed=$((passed + ok))
-	failed=$((failed + bad))
-}
+source scripts/tally.sh
 
 names() { for f in "$@"; do basename "${f%.*}"; done; }
 
@@ -31,8 +20,8 @@ if want unit && [ -x client/test_unit ]; then
 	client/test_unit >out/unit.log 2>&1
 	status=$?
 	cat out/unit.log
-	count out/unit.log
-	if [ $status -ne 0 ] && ! grep -q '^not ok ' out/unit.log; then
+	tally_log out/unit.log
+	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
 		failed=$((failed + 1))
 	fi
 fi
@@ -40,7 +29,8 @@ fi
 if want sql; then
 trap 'cluster_stop "$work/cluster"' EXIT
 if ! cluster_start "$work/cluster" regress/eventhub.conf; then
-	echo "tests: 0 passed, 1 failed"
+	tally_not_ok "a cluster for the SQL and isolation suites starts"
+	tally_end suites
 	exit 1
 fi
 
@@ -54,9 +44,9 @@ suite() {
 		"$@" >"out/$name.log" 2>&1
 	local status=$?
 	cat "out/$name.log"
-	count "out/$name.log"
+	tally_log "out/$name.log"
 	[ -f "out/$name/regression.diffs" ] && cat "out/$name/regression.diffs"
-	if [ $status -ne 0 ] && ! grep -qiE '\.\.\. failed' "out/$name.log"; then
+	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
 		failed=$((failed + 1))	# the driver itself failed
 	fi
 }
@@ -76,7 +66,7 @@ for t in ${PROVE_TESTS:-regress/t/*.pl}; do
 	mkdir -p "$work/tap/$(names "$t")"
 	if PATH="$PG_BINDIR:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
 		TESTDIR="$work/tap/$(names "$t")" TEMP_CONFIG="$work/regress/eventhub.conf" \
-		EVENTHUB_WORK="$work" prove -I "$PGXS_DIR/src/test/perl" "$t"; then
+		EVENTHUB_WORK="$work" prove -I "$PGXS_DIR/src/test/perl" -I regress/t "$t"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
@@ -110,5 +100,4 @@ else
 	tail -30 out/bench.log
 fi
 
-echo "tests: $passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+tally_end suites

@@ -3,7 +3,8 @@
 # extension into the local PostgreSQL 15, then run every suite against
 # throwaway clusters.  PostgreSQL refuses to run as root, so when run as root
 # the suites run as the unprivileged user "postgres" from a staged copy of
-# the test files that this user can read.
+# the test files that this user can read.  Each part prints its own tally;
+# the last line is the whole run's: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ make -s
 [ -n "${EVENTHUB_INSTALLCHECK:-}" ] || make -s install >/dev/null
 
 source scripts/cluster.sh
+source scripts/tally.sh
 V010_COMMIT=f2f756a80cb62b2c08d4a9e957ba23e8199d1003	# eventhub 0.1.0 as released
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
 cp -r regress scripts client demo bench examples docs README.md "$work/"
@@ -23,9 +25,24 @@ if git rev-parse -q --verify "$V010_COMMIT^{commit}" >/dev/null 2>&1; then
 else
 	echo "eventhub: warning: commit $V010_COMMIT (0.1.0) is not in this clone: the upgrade test will skip" >&2
 fi
+# Each part adds its tally to TALLY_FILE; a part that ends without one
+# (it crashed) counts as one failure.
+tallies=$(mktemp -d /tmp/eventhub-tally.XXXXXX)
+: >"$tallies/tally"
+hand_over "$tallies"
+export TALLY_FILE=$tallies/tally
+trap 'rm -rf "$tallies"' EXIT
+# part NAME COMMAND...: runs one part; false if it failed.
+part() {
+	local name=$1
+	shift
+	"$@" && return 0
+	grep -q " $name\$" "$TALLY_FILE" 2>/dev/null || echo "0 1 $name" >>"$TALLY_FILE"
+	return 1
+}
 hand_over "$work"
 status=0
-if "${AS_USER[@]}" bash "$work/scripts/run-suites.sh" "$work"; then
+if part suites "${AS_USER[@]}" bash "$work/scripts/run-suites.sh" "$work"; then
 	rm -rf "$work"
 else
 	echo "eventhub: test output kept in $work" >&2
@@ -37,9 +54,10 @@ fi
 # then the source build is back.  It needs root (dpkg).
 if [ -z "${EVENTHUB_INSTALLCHECK:-}" ]; then
 	if [ "$(id -u)" -eq 0 ]; then
-		scripts/deb-test.sh || status=1
+		part packages scripts/deb-test.sh || status=1
 	else
 		echo "eventhub: the Debian package test needs root: skipped" >&2
 	fi
 fi
+tally_total "$TALLY_FILE" || status=1
 exit $status

@@ -6,14 +6,21 @@ CREATE ROLE regress_eh_publisher;
 CREATE ROLE regress_eh_reader;
 CREATE ROLE regress_eh_nobody;
 
--- The GRANTs the README documents.
-GRANT USAGE ON SCHEMA eventhub TO regress_eh_publisher, regress_eh_reader;
+-- The publisher and reader GRANTs of docs/operations.md (Roles), exactly
+-- as written there: EventhubTest.pm's bundle_sql gives them, for a test
+-- that checks this file still holds them.
+GRANT USAGE ON SCHEMA eventhub TO regress_eh_publisher;
 GRANT EXECUTE ON FUNCTION
     eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
     eventhub.register_organization(text)
   TO regress_eh_publisher;
+GRANT USAGE ON SCHEMA eventhub TO regress_eh_reader;
 GRANT SELECT ON eventhub.organization_states, eventhub.events TO regress_eh_reader;
-GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) TO regress_eh_reader;
+GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid),
+                          eventhub.notification_token(text),
+                          eventhub.heartbeat(text, jsonb, jsonb, text),
+                          eventhub.deregister_replica(text)
+  TO regress_eh_reader;
 
 SET ROLE regress_eh_publisher;
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-1', 'c-1', '{}');

@@ -25,17 +25,14 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('notify');
 # UTF8 so that non-ASCII ids are stored and delivered as UTF-8 bytes.
-$node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
-$node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $node = eventhub_node('notify', preload => 0,
+	init => { extra => [ '--encoding=UTF8', '--locale=C' ] });
 is($node->safe_psql('postgres', 'SELECT eventhub.notification_mode()'), 'transaction',
 	'without the library preloaded, each publishing transaction notifies');
 
@@ -45,29 +42,12 @@ my $json = JSON::PP->new->utf8;
 # Helpers
 #
 
-# An SQL expression for the text STR (a Perl character string), written as
-# hex so that no byte of it needs quoting.
-sub sql_text
-{
-	my ($str) = @_;
-	my $bytes = $str;
-	utf8::encode($bytes);
-	return "convert_from('\\x" . unpack('H*', $bytes) . "'::bytea, 'UTF8')";
-}
-
 # One-line SELECT that publishes an event of organization ORG with
 # correlation id CORR (a correlation id identifies the event row later).
-sub publish_sql
+sub publish_1
 {
 	my ($org, $corr, %opt) = @_;
-	return sprintf(
-		"SELECT eventhub.publish_event(%s, %s, %s, %s, %s, %s::jsonb);",
-		sql_text($org),
-		sql_text($opt{event_type} // 'API'),
-		sql_text($opt{action}     // 'UPDATE'),
-		sql_text($opt{entity_id}  // 'entity-1'),
-		sql_text($corr),
-		sql_text($opt{data} // '{}'));
+	return publish_sql($org, corr => $corr, entity => 'entity-1', %opt);
 }
 
 # Runs SCRIPT in one psql session; returns (exit code, stdout, stderr).
@@ -85,27 +65,14 @@ sub run_session
 	return ($ret, $out, $err);
 }
 
-# Notifications psql printed in OUT, as hashes {channel, payload, pid, line}
-# in the order printed.  The payload is the raw bytes between the quotes;
-# it may itself contain quotes, so the match is anchored on the text psql
-# prints after it.  A JSON payload has no raw newline, so one notification
-# is one line; a line that mentions a notification but does not parse
-# fails the test.
+# Notifications psql printed in OUT (notifications_in); a line that
+# mentions a notification but does not parse fails the test.
 sub notifications
 {
 	my ($out, $label) = @_;
-	my @lines = split /\n/, $out, -1;
-	my (@found, $mentions);
-	for my $i (0 .. $#lines)
-	{
-		$mentions++ if $lines[$i] =~ /Asynchronous notification/;
-		next
-		  unless $lines[$i] =~
-		  /^Asynchronous notification "([^"]*)" with payload "(.*)" received from server process with PID (\d+)\.$/;
-		push @found, { channel => $1, payload => $2, pid => $3, line => $i };
-	}
-	is(scalar(@found), $mentions // 0,
-		"$label: every notification psql printed parses");
+	my @found = notifications_in($out);
+	my $mentions = () = $out =~ /Asynchronous notification/g;
+	is(scalar(@found), $mentions, "$label: every notification psql printed parses");
 	return @found;
 }
 
@@ -145,7 +112,7 @@ sub token_of
 {
 	my ($org) = @_;
 	return $node->safe_psql('postgres',
-		'SELECT eventhub.notification_token(' . sql_text($org) . ')');
+		'SELECT eventhub.notification_token(' . sql_literal($org) . ')');
 }
 
 # The event with correlation id CORR and its organization's state, as
@@ -162,7 +129,7 @@ sub event_row
 			  . " FROM eventhub.events e"
 			  . " JOIN eventhub.organization_states s ON s.organization_id = e.organization_id"
 			  . " WHERE e.correlation_id = %s",
-			sql_text($corr)));
+			sql_literal($corr)));
 	return undef if $r eq '';
 	my @f = split /\|/, $r;
 	return {
@@ -220,7 +187,7 @@ sub count_events
 {
 	my ($ret, $out, $err) = run_session(join "\n",
 		'LISTEN eventhub;',
-		publish_sql('org-basic', 'basic-1'),
+		publish_1('org-basic', 'basic-1'),
 		'SELECT pg_backend_pid();');
 	is($ret, 0, 'basic: session succeeded') or diag($err);
 	my @n = notifications($out, 'basic');
@@ -265,7 +232,7 @@ my $worst_id = join '',
 
 	my $i = 0;
 	my $script = join "\n", 'LISTEN eventhub;',
-	  map { publish_sql($_->[1], 'awkward-' . $i++) } @ids;
+	  map { publish_1($_->[1], 'awkward-' . $i++) } @ids;
 	my ($ret, $out, $err) = run_session($script);
 	is($ret, 0, 'awkward ids: every publish succeeded') or diag($err);
 	my @n = notifications($out, 'awkward ids');
@@ -293,10 +260,10 @@ my $worst_id = join '',
 	my ($ret, $out, $err) = run_session(
 		join("\n",
 			'LISTEN eventhub;',
-			publish_sql($long_ascii, 'too-long-ascii'),
-			publish_sql($long_utf8,  'too-long-utf8'),
-			publish_sql("\x01" x 1025, 'too-long-ctl'),
-			publish_sql('org-after-too-long', 'after-too-long')),
+			publish_1($long_ascii, 'too-long-ascii'),
+			publish_1($long_utf8,  'too-long-utf8'),
+			publish_1("\x01" x 1025, 'too-long-ctl'),
+			publish_1('org-after-too-long', 'after-too-long')),
 		on_error_stop => 0);
 	my @errors = $err =~ /ERROR:  organization_id is too long/g;
 	is(scalar(@errors), 3, '1025-byte ids: all three publishes refused')
@@ -366,7 +333,7 @@ my $worst_id = join '',
 	my $publisher = $node->background_psql('postgres');
 	$listener->query_safe('LISTEN eventhub');
 	$publisher->query_safe('BEGIN');
-	$publisher->query_safe(publish_sql('org-cross', 'cross-1'));
+	$publisher->query_safe(publish_1('org-cross', 'cross-1'));
 	my $before = $listener->query_safe('SELECT 1');
 	is(scalar(notifications($before, 'cross-session, open')),
 		0, 'cross-session: nothing heard while the transaction is open');
@@ -390,24 +357,24 @@ my $worst_id = join '',
 		'LISTEN eventhub;',
 		# whole transaction rolled back
 		'BEGIN;',
-		publish_sql('org-rolled-back', 'rb-1'),
+		publish_1('org-rolled-back', 'rb-1'),
 		'ROLLBACK;',
 		# one publish kept, one rolled back to a savepoint
 		'BEGIN;',
-		publish_sql('org-sp-kept', 'sp-kept'),
+		publish_1('org-sp-kept', 'sp-kept'),
 		'SAVEPOINT s1;',
-		publish_sql('org-sp-dropped', 'sp-dropped'),
-		publish_sql('org-sp-kept', 'sp-kept-dropped'),
+		publish_1('org-sp-dropped', 'sp-dropped'),
+		publish_1('org-sp-kept', 'sp-kept-dropped'),
 		'ROLLBACK TO SAVEPOINT s1;',
 		'COMMIT;',
 		# only a rolled-back savepoint in a committed transaction
 		'BEGIN;',
 		'SAVEPOINT s2;',
-		publish_sql('org-sp-only', 'sp-only'),
+		publish_1('org-sp-only', 'sp-only'),
 		'ROLLBACK TO SAVEPOINT s2;',
 		'COMMIT;',
 		# the sentinel that must be heard
-		publish_sql('org-rollback-sentinel', 'rb-sentinel'));
+		publish_1('org-rollback-sentinel', 'rb-sentinel'));
 	is($ret, 0, 'rollback: session succeeded') or diag($err);
 	is(count_events(
 			"correlation_id IN ('rb-1', 'sp-dropped', 'sp-kept-dropped', 'sp-only')"),
@@ -435,12 +402,12 @@ my $worst_id = join '',
 	my ($ret, $out, $err) = run_session(
 		join "\n",
 		'LISTEN eventhub;',
-		publish_sql(@args),
-		publish_sql(@args),
+		publish_1(@args),
+		publish_1(@args),
 		'BEGIN;',
-		publish_sql(@args),
+		publish_1(@args),
 		'COMMIT;',
-		publish_sql('org-idem', 'idem-2'));
+		publish_1('org-idem', 'idem-2'));
 	is($ret, 0, 'replay: session succeeded') or diag($err);
 	is_deeply([ other_lines($out) ],
 		[ 1, 1, 1, 2 ], 'replay: returns the original revision, nothing new');
@@ -471,7 +438,7 @@ my $worst_id = join '',
 		join "\n",
 		'LISTEN eventhub;',
 		'BEGIN;',
-		(map { publish_sql(@$_) } @events),
+		(map { publish_1(@$_) } @events),
 		'COMMIT;');
 	is($ret, 0, 'one transaction: session succeeded') or diag($err);
 	my @n = notifications($out, 'one transaction');
@@ -494,22 +461,22 @@ my $worst_id = join '',
 		join("\n",
 			'LISTEN eventhub;',
 			'BEGIN;',
-			publish_sql('org-nest', 'nest-1'),
+			publish_1('org-nest', 'nest-1'),
 			'SAVEPOINT a;',
-			publish_sql('org-nest', 'nest-2'),
+			publish_1('org-nest', 'nest-2'),
 			'SAVEPOINT b;',
-			publish_sql('org-nest', 'nest-3'),
-			publish_sql('org-nest-inner', 'nest-inner-1'),
+			publish_1('org-nest', 'nest-3'),
+			publish_1('org-nest-inner', 'nest-inner-1'),
 			'RELEASE SAVEPOINT b;',
 			'ROLLBACK TO SAVEPOINT a;',
 			'SAVEPOINT c;',
-			publish_sql('org-nest-released', 'nest-released-1'),
+			publish_1('org-nest-released', 'nest-released-1'),
 			'RELEASE SAVEPOINT c;',
 			'COMMIT;',
 			'BEGIN;',
-			publish_sql('org-nest', 'nest-4'),
+			publish_1('org-nest', 'nest-4'),
 			'SAVEPOINT d;',
-			publish_sql('org-nest', 'nest-5'),
+			publish_1('org-nest', 'nest-5'),
 			'RELEASE SAVEPOINT d;',
 			q{DO $$ BEGIN PERFORM eventhub.publish_event('org-nest', 'API', 'UPDATE', 'e', 'nest-6', '{}');}
 			  . q{ RAISE EXCEPTION 'undo'; EXCEPTION WHEN raise_exception THEN NULL; END $$;},
@@ -541,10 +508,10 @@ my $worst_id = join '',
 	my ($ret, $out, $err) = run_session(
 		join "\n",
 		'LISTEN eventhub;',
-		publish_sql(
+		publish_1(
 			'org-data', 'CORRELATION-MARKER-5b1e9c',
 			event_type => 'TYPE-MARKER-5b1e9c',
-			entity_id  => 'ENTITY-MARKER-5b1e9c',
+			entity     => 'ENTITY-MARKER-5b1e9c',
 			data =>
 			  qq({"secret": "$marker", "nested": {"list": ["$marker"]}, "$marker": 1})));
 	is($ret, 0, 'data: session succeeded') or diag($err);
@@ -573,7 +540,7 @@ my $worst_id = join '',
 	isnt($after, $before, 'rotation: the token changed');
 	my ($ret, $out, $err) = run_session(join "\n",
 		'LISTEN eventhub;',
-		publish_sql('org-basic', 'basic-after-rotation'));
+		publish_1('org-basic', 'basic-after-rotation'));
 	my @n = notifications($out, 'rotation');
 	is(scalar(@n), 1, 'rotation: one notification');
 	check_event_notification($n[0], 'org-basic', 'basic-after-rotation', 'rotation', head => 1)
