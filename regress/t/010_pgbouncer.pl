@@ -16,24 +16,19 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IO::Socket::INET;
 use IPC::Run;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use Time::Local qw(timegm);
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
 my $pgbouncer = -x '/usr/sbin/pgbouncer' ? '/usr/sbin/pgbouncer' : 'pgbouncer';
 my $json = JSON::PP->new;
 
-my $node = PostgreSQL::Test::Cluster->new('pooled');
-$node->init;
-$node->append_conf('postgresql.conf', "log_statement = 'none'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $node = eventhub_node('pooled', conf => "log_statement = 'none'");
 my $user = $node->safe_psql('postgres', 'SELECT current_user');
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -70,32 +65,17 @@ sub start_pgbouncer
 	die "pgbouncer did not start: " . slurp_file("$dir/pgbouncer.err");
 }
 
+# A test that dies leaves no pgbouncer behind (it would hold what the test
+# held: its files, a lock of the caller's).
+END { $bouncer->kill_kill if $bouncer && $bouncer->pumpable; }
+
 sub stop_pgbouncer
 {
 	$bouncer->signal('INT');
 	$bouncer->finish;
 }
 
-sub watch
-{
-	my (@args) = @_;
-	my $w = { out => '', err => '' };
-	$w->{h} = IPC::Run::start([ $cli, '-d', $via_pool, 'watch', @args ], '>', \$w->{out}, '2>', \$w->{err});
-	return $w;
-}
-
-# Pumps watcher W until its stderr matches PATTERN.
-sub wait_stderr
-{
-	my ($w, $pattern) = @_;
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while ($w->{err} !~ $pattern && time() < $deadline && $w->{h}->pumpable)
-	{
-		$w->{h}->pump_nb;
-		usleep(20_000);
-	}
-	return $w->{err} =~ $pattern;
-}
+sub watch { return start_watch($via_pool, @_); }
 
 sub epoch_of
 {
@@ -109,7 +89,7 @@ sub epoch_of
 #
 start_pgbouncer('transaction');
 my $w = watch('--org', 'acme', '--after', '0', '--count', '100', '--timeout', '120');
-ok(wait_stderr($w, qr/notifications do not reach this connection/),
+ok(wait_for(watch => $w, stderr => qr/notifications do not reach this connection/),
 	'transaction pooling: the watcher finds out that notifications cannot reach it');
 
 # A neighbour publishes through the same pool, one transaction per event,
@@ -132,8 +112,7 @@ while ($w->{h}->pumpable && time() < $deadline)
 	usleep(2_000);
 }
 $neighbour->finish;
-$w->{h}->finish;
-is($w->{h}->result(0), 0, 'transaction pooling: the watcher exits after 100 events') or diag($w->{err});
+is(finish_cli($w), 0, 'transaction pooling: the watcher exits after 100 events') or diag($w->{err});
 my @revs = map { $json->decode($_)->{revision} } $w->{out} =~ /^(\{.*)\n/mg;
 is_deeply(\@revs, [ 1 .. 100 ], 'transaction pooling: every event once, in order');
 my @lat = sort { $a <=> $b } map { 1000 * ($_->[0] - $_->[1]) } values %arrived;
@@ -158,16 +137,13 @@ stop_pgbouncer();
 start_pgbouncer('session');
 # Its statements are logged: once it has sent LISTEN eventhub, and then read
 # the head (EH_FROM_HEAD) with the notification token, it follows.
-$node->append_conf('postgresql.conf', "log_statement = 'all'\n");
-$node->reload;
+reload_settings($node, "log_statement = 'all'", worker => 0) or die 'the reload did not take';
 my $offset = -s $node->logfile;
 my $s = watch('--org', 'acme', '--count', '20', '--timeout', '60', '--poll-interval', '600000',
 	'--fallback-poll-interval', '600000');
-$node->wait_for_log(qr/LISTEN eventhub\n.*notification_token/s, $offset);
-$node->safe_psql('postgres',
-	"SELECT count(eventhub.publish_event('acme', 'API', 'UPDATE', 'e', NULL, '{}')) FROM generate_series(1, 20)");
-$s->{h}->finish;
-is($s->{h}->result(0), 0, 'session pooling: 20 events arrive without a single poll (notifications)')
+wait_for_listening($node, $offset);
+publish($node, 'acme', 20);
+is(finish_cli($s), 0, 'session pooling: 20 events arrive without a single poll (notifications)')
   or diag($s->{err});
 @revs = map { $json->decode($_)->{revision} } $s->{out} =~ /^(\{.*)\n/mg;
 is_deeply(\@revs, [ 101 .. 120 ], 'session pooling: once, in order');
@@ -185,7 +161,7 @@ $node->stop;
 # From 100 ms, doubling with a jitter of +-50%: past a second within seven
 # reconnects.  Reset at every login, it would stay at 100 ms.
 my $down = watch('--org', 'acme');
-wait_stderr($down, qr/reconnecting in \d{4,} ms/);
+wait_for(watch => $down, stderr => qr/reconnecting in \d{4,} ms/);
 $down->{h}->signal('TERM');
 $down->{h}->finish;
 my @waits = $down->{err} =~ /reconnecting in (\d+) ms/g;
