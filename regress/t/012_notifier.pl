@@ -39,7 +39,7 @@ pass('preloaded: the notifier announces what this database publishes');
 # heard since forget().
 my $listener = start_listener($node);
 my @heard;
-sub forget { $listener->{heard} = []; forget(); }
+sub forget { $listener->{heard} = []; @heard = (); }
 
 # Collects notifications until COND (on what was heard) holds.
 sub hear_until
