@@ -52,8 +52,8 @@ my $reader = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '
 my $silent = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
 	'--replica-id', 'r2', '--heartbeat-interval', '200', '--timeout', '120');
 publish($primary, 'reader-org', 20, tag => 'rd');
-wait_watch_lines($reader, 20, 'standby reader');
-wait_watch_lines($silent, 20, 'standby reader without a heartbeat connection');
+wait_lines($reader, 20, 'standby reader');
+wait_lines($silent, 20, 'standby reader without a heartbeat connection');
 is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 20), 'standby reader: every event once, in order');
 $primary->poll_query_until('postgres',
 	"SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'")
@@ -78,7 +78,7 @@ is( $primary->safe_psql('postgres',
 		"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'reader-org'"),
 	join(',', 20 .. 30), 'standby reader: retention keeps what r1 has not applied, and its cursor\'s event');
 kill 'CONT', $reader->{h}{KIDS}[0]{PID};
-wait_watch_lines($reader, 30, 'standby reader, resumed');
+wait_lines($reader, 30, 'standby reader, resumed');
 is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 30), 'standby reader: caught up once, in order');
 $reader->{h}->signal('TERM');
 $silent->{h}->signal('TERM');
@@ -108,7 +108,7 @@ my $multi = sprintf('host=%s,%s port=%s,%s dbname=postgres target_session_attrs=
 	$primary->host, $standby->host, $primary->port, $standby->port);
 my $kept = start_watch($multi, (map { ('--org', $_) } @orgs), '--after', '0',
 	'--count', 404, '--timeout', '120');
-wait_watch_lines($kept, 400, 'kept-running consumer');
+wait_lines($kept, 400, 'kept-running consumer');
 # Stopped through the failover, so that it sees the new histories whole
 # when it reconnects.
 kill 'STOP', $kept->{h}{KIDS}[0]{PID};
@@ -123,7 +123,7 @@ $standby->start;
 # A watcher that connects to the standby while it is one.
 my $promoted = start_watch($standby->connstr('postgres'), '--org', 'above', '--after', '0',
 	'--count', 90, '--fallback-poll-interval', '200', '--timeout', '120');
-wait_watch_lines($promoted, 50, 'watcher on the standby in recovery');
+wait_lines($promoted, 50, 'watcher on the standby in recovery');
 $standby->promote;
 my %new_head = (above => 90, equal => 80, below => 60, longer => 120);
 publish($standby, $_, $new_head{$_} - 50, tag => "new-$_") for @orgs;
@@ -147,7 +147,7 @@ my %restarted = map {
 	($_ => start_watch($standby->connstr('postgres'), '--org', $_, '--after', '80',
 			'--after-version', $v80{$_}, '--count', '1', '--timeout', '60'))
 } @orgs;
-wait_watch_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
+wait_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
 # One more event each: the restarted consumers deliver it after the new head.
 publish($standby, $_, 1, tag => "after-$_") for @orgs;
 my %expected_reason = (above => 'version_mismatch', equal => 'version_mismatch', below => 'cursor_ahead',
