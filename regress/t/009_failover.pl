@@ -148,6 +148,10 @@ my %restarted = map {
 			'--after-version', $v80{$_}, '--count', '1', '--timeout', '60'))
 } @orgs;
 wait_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
+# The consumer that kept running has reconnected and resynced to the new
+# heads before they move on.
+wait_for(what => 'the kept-running consumer\'s resyncs', pump => [$kept],
+	until => sub { (grep { $_->{resync} } watch_lines($kept)) == 4 });
 # One more event each: the restarted consumers deliver it after the new head.
 publish($standby, $_, 1, tag => "after-$_") for @orgs;
 my %expected_reason = (above => 'version_mismatch', equal => 'version_mismatch', below => 'cursor_ahead',
