@@ -18,64 +18,23 @@
 use strict;
 use warnings;
 
-use IPC::Run;
-use JSON::PP;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
+use EventhubTest;
 use Test::More;
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
-my $json = JSON::PP->new;
-
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', qq{
-eventhub.maintenance_interval = '100ms'
-eventhub.retention = '1s'
-eventhub.replica_ttl = '1min'
-});
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION eventhub');
-$primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
-
-sub publish
-{
-	my ($node, $org, $n, $tag) = @_;
-	$node->safe_psql('postgres',
-		"SELECT count(eventhub.publish_event('$org', 'API', 'UPDATE', 'e', '$tag-' || i, '{}'))"
-		  . " FROM generate_series(1, $n) i");
-}
-
-# Starts `eventhub watch` with ARGS; returns a handle with its output.
-sub watch
-{
-	my (@args) = @_;
-	my $w = { out => '', err => '' };
-	$w->{h} = IPC::Run::start([ $cli, @args ], '>', \$w->{out}, '2>', \$w->{err});
-	return $w;
-}
-
-sub lines
-{
-	my ($w) = @_;
-	# complete lines only: the last may still be being written
-	return map { $json->decode($_) } $w->{out} =~ /^(\{.*)\n/mg;
-}
+# Retention runs when the test runs it (eventhub.run_maintenance()), never
+# in the middle of a read: the worker's next cycle is an hour away.
+my $primary = eventhub_node('primary', init => { allows_streaming => 1 }, maintenance_interval => '1h',
+	retention => '1s', replica_ttl => '1min');
+my $standby = eventhub_standby($primary, 'standby');
+# From its restart below, before it is promoted, it keeps the histories the
+# test reads back.
+$standby->append_conf('postgresql.conf', "eventhub.retention = '1h'");
 
 # Waits until watcher W printed at least N lines.
 sub wait_lines
 {
 	my ($w, $n, $label) = @_;
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while (scalar(lines($w)) < $n && time() < $deadline && $w->{h}->pumpable)
-	{
-		$w->{h}->pump_nb;
-		select(undef, undef, undef, 0.05);
-	}
-	is(scalar(lines($w)) >= $n ? $n : scalar(lines($w)), $n, "$label: $n lines") or diag($w->{err});
+	ok(wait_for(what => $label, watch => $w, lines => $n), "$label: $n lines");
 }
 
 sub revisions
@@ -87,15 +46,15 @@ sub revisions
 #
 # 1. Readers on the hot standby.
 #
-my $reader = watch('-d', $standby->connstr('postgres'), 'watch', '--org', 'reader-org', '--after', '0',
+my $reader = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
 	'--replica-id', 'r1', '--heartbeat-conninfo', $primary->connstr('postgres'),
 	'--heartbeat-interval', '200', '--timeout', '120');
-my $silent = watch('-d', $standby->connstr('postgres'), 'watch', '--org', 'reader-org', '--after', '0',
+my $silent = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
 	'--replica-id', 'r2', '--heartbeat-interval', '200', '--timeout', '120');
-publish($primary, 'reader-org', 20, 'rd');
+publish($primary, 'reader-org', 20, tag => 'rd');
 wait_lines($reader, 20, 'standby reader');
 wait_lines($silent, 20, 'standby reader without a heartbeat connection');
-is(revisions('reader-org', lines($reader)), join(',', 1 .. 20), 'standby reader: every event once, in order');
+is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 20), 'standby reader: every event once, in order');
 $primary->poll_query_until('postgres',
 	"SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'")
   or die "r1 did not report its progress to the primary";
@@ -106,16 +65,21 @@ is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE
 # r1 stops (its heartbeats too, but it stays live for replica_ttl): events
 # it has not applied, and the one it applied last, stay past retention.
 kill 'STOP', $reader->{h}{KIDS}[0]{PID};
-publish($primary, 'reader-org', 10, 'rd2');
-publish($primary, 'marker', 1, 'mk');
-$primary->poll_query_until('postgres', "SELECT count(*) = 0 FROM eventhub.events WHERE organization_id = 'marker'")
-  or die "retention did not run";
+publish($primary, 'reader-org', 10, tag => 'rd2');
+publish($primary, 'marker', 1, tag => 'mk');
+# Retention, run until the marker, published last, has expired and gone.
+wait_for(
+	what  => 'retention',
+	until => sub {
+		run_maintenance($primary);
+		$primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE organization_id = 'marker'") eq '0';
+	}) or die "retention did not run";
 is( $primary->safe_psql('postgres',
 		"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'reader-org'"),
 	join(',', 20 .. 30), 'standby reader: retention keeps what r1 has not applied, and its cursor\'s event');
 kill 'CONT', $reader->{h}{KIDS}[0]{PID};
 wait_lines($reader, 30, 'standby reader, resumed');
-is(revisions('reader-org', lines($reader)), join(',', 1 .. 30), 'standby reader: caught up once, in order');
+is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 30), 'standby reader: caught up once, in order');
 $reader->{h}->signal('TERM');
 $silent->{h}->signal('TERM');
 $reader->{h}->finish;
@@ -133,16 +97,16 @@ is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE
 # 2. Failover.
 #
 my @orgs = qw(above equal below longer);
-publish($primary, $_, 50, "old-$_") for @orgs;
+publish($primary, $_, 50, tag => "old-$_") for @orgs;
 $primary->wait_for_catchup($standby);
 $standby->stop;
-publish($primary, $_, 50, "lost-$_") for @orgs;
+publish($primary, $_, 50, tag => "lost-$_") for @orgs;
 
 # A consumer that keeps running through the failover, connected to whichever
 # server accepts writes.
 my $multi = sprintf('host=%s,%s port=%s,%s dbname=postgres target_session_attrs=read-write',
 	$primary->host, $standby->host, $primary->port, $standby->port);
-my $kept = watch('-d', $multi, 'watch', (map { ('--org', $_) } @orgs), '--after', '0',
+my $kept = start_watch($multi, (map { ('--org', $_) } @orgs), '--after', '0',
 	'--count', 404, '--timeout', '120');
 wait_lines($kept, 400, 'kept-running consumer');
 # Stopped through the failover, so that it sees the new histories whole
@@ -151,18 +115,20 @@ kill 'STOP', $kept->{h}{KIDS}[0]{PID};
 
 # The cursor consumers store: revision 80 and its version, as the consumer
 # printed it.
-my %v80 = map { ($_->{organization_id} => $_->{version_id}) } grep { $_->{revision} == 80 } lines($kept);
+my %v80 = map { ($_->{organization_id} => $_->{version_id}) } grep { $_->{revision} == 80 } watch_lines($kept);
 is(scalar(keys %v80), 4, 'the stored cursors: revision 80 of each organization, with its version');
 
 $primary->stop('immediate');
 $standby->start;
 # A watcher that connects to the standby while it is one.
-my $promoted = watch('-d', $standby->connstr('postgres'), 'watch', '--org', 'above', '--after', '0',
+my $promoted = start_watch($standby->connstr('postgres'), '--org', 'above', '--after', '0',
 	'--count', 90, '--fallback-poll-interval', '200', '--timeout', '120');
 wait_lines($promoted, 50, 'watcher on the standby in recovery');
 $standby->promote;
 my %new_head = (above => 90, equal => 80, below => 60, longer => 120);
-publish($standby, $_, $new_head{$_} - 50, "new-$_") for @orgs;
+publish($standby, $_, $new_head{$_} - 50, tag => "new-$_") for @orgs;
+my %head_version = map { split /\|/ } split /\n/,
+  $standby->safe_psql('postgres', 'SELECT organization_id, version_id FROM eventhub.organization_states');
 kill 'CONT', $kept->{h}{KIDS}[0]{PID};
 
 # Plain SQL, from the stored cursor.
@@ -178,32 +144,32 @@ is_deeply(\%sql_state, { above => 'ZE003', equal => 'ZE003', below => 'ZE002', l
 
 # The CLI (the library's eh_subscribe_at), from the stored cursor.
 my %restarted = map {
-	($_ => watch('-d', $standby->connstr('postgres'), 'watch', '--org', $_, '--after', '80',
+	($_ => start_watch($standby->connstr('postgres'), '--org', $_, '--after', '80',
 			'--after-version', $v80{$_}, '--count', '1', '--timeout', '60'))
 } @orgs;
 wait_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
+# The consumer that kept running has reconnected and resynced to the new
+# heads before they move on.
+wait_for(what => 'the kept-running consumer\'s resyncs', pump => [$kept],
+	until => sub { (grep { $_->{resync} } watch_lines($kept)) == 4 });
 # One more event each: the restarted consumers deliver it after the new head.
-publish($standby, $_, 1, "after-$_") for @orgs;
+publish($standby, $_, 1, tag => "after-$_") for @orgs;
 my %expected_reason = (above => 'version_mismatch', equal => 'version_mismatch', below => 'cursor_ahead',
 	longer => 'version_mismatch');
 for my $org (@orgs)
 {
 	my $w = $restarted{$org};
-	$w->{h}->finish;
-	is($w->{h}->result(0), 0, "restarted $org: exits after its event") or diag($w->{err});
-	my @l = lines($w);
-	my $head_version = $standby->safe_psql('postgres',
-		"SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $new_head{$org}");
+	is(finish_cli($w), 0, "restarted $org: exits after its event") or diag($w->{err});
+	my @l = watch_lines($w);
 	is_deeply(
 		[ map { $_->{resync} ? "resync $_->{reason} $_->{head_revision} $_->{head_version_id}" : "event $_->{revision}" } @l ],
-		[ "resync $expected_reason{$org} $new_head{$org} $head_version", 'event ' . ($new_head{$org} + 1) ],
+		[ "resync $expected_reason{$org} $new_head{$org} $head_version{$org}", 'event ' . ($new_head{$org} + 1) ],
 		"restarted $org: a resync to the new head (with its version to store), then what follows");
 }
 
 # The consumer that kept running: reconnected to the promoted standby.
-$kept->{h}->finish;
-is($kept->{h}->result(0), 0, 'kept-running consumer: exits after its 404 events') or diag($kept->{err});
-my @k = lines($kept);
+is(finish_cli($kept), 0, 'kept-running consumer: exits after its 404 events') or diag($kept->{err});
+my @k = watch_lines($kept);
 my %kept_resync = map { ($_->{organization_id} => "$_->{reason} $_->{head_revision}") } grep { $_->{resync} } @k;
 is_deeply(\%kept_resync,
 	{ above => 'cursor_ahead 90', equal => 'cursor_ahead 80', below => 'cursor_ahead 60', longer => 'version_mismatch 120' },
@@ -215,9 +181,8 @@ for my $org (@orgs)
 }
 
 # The watcher that started on the standby listens now.
-$promoted->{h}->finish;
-is($promoted->{h}->result(0), 0, 'promoted: the watcher exits after its 90 events') or diag($promoted->{err});
-is(revisions('above', lines($promoted)), join(',', 1 .. 90), 'promoted: every event of the new history once, in order');
+is(finish_cli($promoted), 0, 'promoted: the watcher exits after its 90 events') or diag($promoted->{err});
+is(revisions('above', watch_lines($promoted)), join(',', 1 .. 90), 'promoted: every event of the new history once, in order');
 like($promoted->{err}, qr/the server is a standby.*the server is no longer a standby.*notifications arrive again: listening/s,
 	'promoted: it noticed the promotion and listens');
 

@@ -16,21 +16,14 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-my $cli = "$ENV{EVENTHUB_WORK}/client/eventhub";
 my $json = JSON::PP->new;
-
-my $node = PostgreSQL::Test::Cluster->new('notifier');
-$node->init;
-$node->append_conf('postgresql.conf', "log_statement = 'none'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $node = eventhub_node('notifier', conf => "log_statement = 'none'");
 
 sub notifier_pid
 {
@@ -38,30 +31,21 @@ sub notifier_pid
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'eventhub notifier'");
 }
 
-$node->poll_query_until('postgres', "SELECT eventhub.notification_mode() = 'worker'")
+wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'")
   or die "the notifier did not attach";
 pass('preloaded: the notifier announces what this database publishes');
 
-# A listener that collects every notification it receives.
-my $listener = $node->background_psql('postgres');
-$listener->query_safe('LISTEN eventhub');
+# A listener that collects every notification it receives; @heard: what it
+# heard since forget().
+my $listener = start_listener($node);
 my @heard;
+sub forget { $listener->{heard} = []; @heard = (); }
 
 # Collects notifications until COND (on what was heard) holds.
 sub hear_until
 {
 	my ($cond) = @_;
-	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		my $out = $listener->query_safe('SELECT 1');
-		while ($out =~ /Asynchronous notification "eventhub" with payload "(.*)" received from server process with PID (\d+)\./g)
-		{
-			push @heard, { payload => $1, pid => $2 };
-		}
-		return 1 if $cond->();
-		usleep(50_000);
-	}
-	return 0;
+	return wait_for(what => 'notifications', until => sub { @heard = heard($listener); $cond->() });
 }
 
 sub token_of
@@ -100,7 +84,7 @@ isnt($heard[0]{pid}, $publisher_pid, 'one publish: not by the publisher');
 #
 # A burst of single-event commits to five organizations: coalesced.
 #
-@heard = ();
+forget();
 my $dir = PostgreSQL::Test::Utils::tempdir();
 open my $fh, '>', "$dir/burst.sql" or die;
 print $fh "\\set o random(1, 5)\nSELECT eventhub.publish_event('burst-' || :o, 'API', 'UPDATE', 'e', NULL, '{}');\n";
@@ -123,7 +107,7 @@ is(scalar(grep { $_->{pid} ne $notifier } @heard), 0, 'burst: every one from the
 #
 # A rolled-back publish announces nothing.
 #
-@heard = ();
+forget();
 $node->safe_psql('postgres', q{
 	BEGIN; SELECT eventhub.publish_event('ghost', 'API', 'CREATE', 'e', NULL, '{}'); ROLLBACK;
 	SELECT eventhub.publish_event('sentinel', 'API', 'CREATE', 'e', NULL, '{}');
@@ -146,20 +130,23 @@ like($out, qr/Asynchronous notification "eventhub"/, 'another database: heard at
 # The notifier goes away and comes back.
 #
 my $pid = notifier_pid();
-@heard = ();
-# Terminated, it is restarted after a second: a publish right after it is
-# gone notifies by itself.
-my ($last_row) = $node->safe_psql('postgres', qq{
-	SELECT pg_terminate_backend($pid);
-	SELECT pg_sleep(0.2);
+forget();
+# It is restarted a second after it ends; while its database refuses new
+# connections it cannot attach again, however long the publish below takes.
+my $publisher = $node->background_psql('postgres');
+my $admin = $node->background_psql('other');
+$admin->query_safe('ALTER DATABASE postgres ALLOW_CONNECTIONS false');
+$admin->query_safe("SELECT pg_terminate_backend($pid, 1000 * $PostgreSQL::Test::Utils::timeout_default)");
+my ($mode, $pub_pid) = split /\|/, $publisher->query_safe(q{
 	SELECT eventhub.notification_mode(), pg_backend_pid()
-	  FROM (SELECT eventhub.publish_event('meanwhile', 'API', 'CREATE', 'e', NULL, '{}')) p;
-}) =~ /(\w+\|\d+)$/;
-my ($mode, $pub_pid) = split /\|/, $last_row;
+	  FROM (SELECT eventhub.publish_event('meanwhile', 'API', 'CREATE', 'e', NULL, '{}')) p});
 is($mode, 'transaction', 'notifier gone: each transaction notifies');
 ok(hear_until(sub { @heard >= 1 }), 'notifier gone: still heard');
 is($heard[0]{pid}, $pub_pid, 'notifier gone: from the publisher');
-$node->poll_query_until('postgres', "SELECT eventhub.notification_mode() = 'worker'")
+$admin->query_safe('ALTER DATABASE postgres ALLOW_CONNECTIONS true');
+$admin->quit;
+$publisher->quit;
+wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'")
   or die "the notifier did not come back";
 pass('the notifier is back');
 # Announcements it had taken when it stopped are lost: its first act is to
@@ -172,15 +159,12 @@ is((grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @heard)[0]{pid}, n
 #
 # A full queue loses no event.
 #
-my ($w_out, $w_err) = ('', '');
-my $watch = IPC::Run::start(
-	[ $cli, '-d', $node->connstr('postgres'), 'watch', '--org', 'overflow', '--count', '1',
-		'--timeout', '120', '--poll-interval', '600000' ],
-	'>', \$w_out, '2>', \$w_err);
-$node->poll_query_until('postgres',
-	"SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%notification_token%' AND pid <> pg_backend_pid()")
-  or die "the watcher did not start";
-usleep(500_000);
+# Its statements are logged: once it has sent LISTEN eventhub, and then read
+# the head with the notification token, it follows.
+my $offset = -s $node->logfile;
+my $watch = start_watch($node->connstr('postgres') . " options='-c log_statement=all'",
+	'--org', 'overflow', '--count', '1', '--timeout', '120', '--poll-interval', '600000');
+wait_for_listening($node, $offset);
 $pid = notifier_pid();
 kill 'STOP', $pid;
 open $fh, '>', "$dir/flood.sql" or die;
@@ -189,16 +173,15 @@ close $fh;
 IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '17500', '-f', "$dir/flood.sql",
 		'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
   or die "pgbench failed: $b_err";
-my $offset = -s $node->logfile;
+$offset = -s $node->logfile;
 $node->safe_psql('postgres', "SELECT eventhub.publish_event('overflow', 'API', 'CREATE', 'e', NULL, '{}')");
 kill 'CONT', $pid;
 $node->wait_for_log(qr/eventhub notification queue was full: \d+ announcements were dropped/, $offset);
 pass('full queue: the notifier says announcements were dropped');
-$watch->finish;
-is($watch->result(0), 0, 'full queue: the subscriber got its event without waiting for its poll')
-  or diag($w_err);
-like($w_out, qr/"organization_id": "overflow", "revision": 1/, 'full queue: the event');
+is(finish_cli($watch), 0, 'full queue: the subscriber got its event without waiting for its poll')
+  or diag($watch->{err});
+like($watch->{out}, qr/"organization_id": "overflow", "revision": 1/, 'full queue: the event');
 
-$listener->quit;
+$listener->{psql}->quit;
 $node->stop;
 done_testing();

@@ -28,27 +28,28 @@
 # Every EVENT line is checked against eventhub.events (revision, version,
 # action, entity): per organization exactly the revisions after the cursor,
 # in order, once.  Every wait is bounded (the consumers' --timeout, a
-# deadline here, and IPC::Run's timeout as a backstop).
+# deadline here, and IPC::Run's timeout as a backstop), by the suite's
+# default timeout.
 
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
 my $pgx = '/usr/share/gocode/src/github.com/jackc/pgx/v4';
 plan skip_all => 'go is not installed (golang-go)' unless IPC::Run::run([ 'sh', '-c', 'command -v go' ], '>', \my $go_path);
 plan skip_all => "pgx v4 is not installed (golang-github-jackc-pgx-v4-dev): no $pgx" unless -d $pgx;
 plan skip_all => 'psycopg 3 is not installed (python3-psycopg)'
   unless -x '/usr/bin/python3' && IPC::Run::run([ '/usr/bin/python3', '-c', 'import psycopg' ], '2>', \my $py_err);
 my $dir = PostgreSQL::Test::Utils::tempdir();
-my $deadline_s = 30;    # for any one wait below
-my $backstop = 90;      # kills a consumer that outlives everything
+# Bounds that only a failure reaches (a wait below: timeout_default): a
+# consumer's own --timeout; IPC::Run's, which kills one that outlives all.
+my $consumer_timeout = 2 * $PostgreSQL::Test::Utils::timeout_default;
+my $backstop = 3 * $PostgreSQL::Test::Utils::timeout_default;
 
 #
 # Build the Go consumer offline, in GOPATH mode, against Debian's pgx
@@ -71,20 +72,8 @@ my %command = (
 	python => [ '/usr/bin/python3', "$work/examples/python/consumer.py" ],);
 my @langs = sort keys %command;
 
-my $node = PostgreSQL::Test::Cluster->new('consumers');
-$node->init(allows_streaming => 1);
-$node->append_conf('postgresql.conf', 'max_prepared_transactions = 2');
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
-
+my $node = eventhub_node('consumers', init => { allows_streaming => 1 }, conf => 'max_prepared_transactions = 2');
 my @orgs = qw(acme globex hooli initech);
-
-sub publish
-{
-	my ($org, $n, $server) = @_;
-	($server // $node)->safe_psql('postgres',
-		"SELECT count(eventhub.publish_event('$org', 'API', 'UPDATE', 'e', NULL, '{}')) FROM generate_series(1, $n)");
-}
 
 # Starts consumer LANG with ARGS, following @orgs on $node with cursor file
 # cursor-LANG.json unless OPT says otherwise; returns a handle with its
@@ -99,7 +88,7 @@ sub start_consumer
 			@{ $command{$lang} }, '--conninfo', $conninfo,
 			(map { ('--org', $_) } @{ $opt->{orgs} // \@orgs }),
 			'--cursor-file', "$dir/" . ($opt->{cursor} // 'cursor') . "-$lang.json",
-			'--timeout', 60, @args
+			'--timeout', $consumer_timeout, @args
 		],
 		'<', \'', '>', \$c->{out}, '2>', \$c->{err},
 		IPC::Run::timeout($backstop));
@@ -126,20 +115,7 @@ sub line_count { my ($c) = @_; return scalar(() = $c->{out} =~ /\n/g); }
 sub wait_all
 {
 	my ($consumers, $cond, $what) = @_;
-	my $deadline = time() + $deadline_s;
-	while (time() < $deadline)
-	{
-		my $done = 1;
-		for my $c (@$consumers)
-		{
-			$c->{h}->pump_nb if $c->{h}->pumpable;
-			$done = 0 unless $cond->($c);
-		}
-		return 1 if $done;
-		usleep(20_000);
-	}
-	diag("$what: $_->{lang} printed:\n$_->{out}\nstderr:\n$_->{err}") for @$consumers;
-	return 0;
+	return wait_for(what => $what, pump => $consumers, until => sub { !grep { !$cond->($_) } @$consumers });
 }
 
 # What a consumer must have printed for ORG's revisions FROM..TO: read from
@@ -172,23 +148,23 @@ sub kill_consumer
 # 1. The kept history from 0, then a stream woken by notifications only.
 #
 unlink "$dir/cursor-$_.json" for @langs;
-publish($_, 5) for @orgs;
+publish($node, $_, 5) for @orgs;
 my @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 600_000) } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 20 }, 'history'), 'both replay the kept history');
-publish('acme', 3);
-publish('globex', 3);
+publish($node, 'acme', 3);
+publish($node, 'globex', 3);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 26 }, 'notified'), 'both are woken by notifications');
 
 #
 # 2. Their backends terminated.
 #
 my $ours = "application_name IN ('ref-go', 'ref-python') AND backend_type = 'client backend'";
-$node->poll_query_until('postgres', "SELECT count(*) = 2 FROM pg_stat_activity WHERE $ours")
+wait_for(what => 'the consumers', node => $node, sql => "SELECT count(*) = 2 FROM pg_stat_activity WHERE $ours")
   or die "the consumers are not connected";
 is($node->safe_psql('postgres', "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE $ours"),
 	'2', 'kill: both consumers\' backends terminated');
-publish('acme', 3);
-publish('hooli', 3);
+publish($node, 'acme', 3);
+publish($node, 'hooli', 3);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 32 }, 'kill'), 'kill: both deliver what followed');
 like($_->{err}, qr/reconnecting/, "kill: $_->{lang} reconnected") for @consumers;
 
@@ -196,8 +172,8 @@ like($_->{err}, qr/reconnecting/, "kill: $_->{lang} reconnected") for @consumers
 # 3. A server restart.
 #
 $node->restart;
-publish('globex', 3);
-publish('initech', 3);
+publish($node, 'globex', 3);
+publish($node, 'initech', 3);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 38 }, 'restart'), 'restart: both deliver what followed');
 
 #
@@ -210,7 +186,7 @@ $node->safe_psql('postgres', qq{
 	SELECT pg_notify('eventhub', 'not json');
 	SELECT pg_notify('eventhub', '{"notification_token": "00000000000000000000000000000000", "version_id": "00000000-0000-0000-0000-000000000000"}');
 });
-publish('hooli', 2);
+publish($node, 'hooli', 2);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 40 }, 'forged'), 'forged notifications: both go on');
 
 # Every organization: revisions 1..head exactly once, in order, with the
@@ -259,12 +235,12 @@ sub rewrite
 		  FROM eventhub.events e
 		 WHERE e.organization_id = '$org' AND e.revision = $keep AND s.organization_id = '$org';
 	});
-	publish($org, $n) if $n;
+	publish($node, $org, $n) if $n;
 }
 rewrite('acme', 8, 6);      # diverged at 9: head 14 above the cursor (11)
 rewrite('hooli', 7, 3);     # diverged at 8: head 10, the cursor's revision
 rewrite('globex', 6, 0);    # cut: head 6, below the cursor
-publish('initech', 2);      # untouched: 9, 10 while the consumers are down
+publish($node, 'initech', 2);      # untouched: 9, 10 while the consumers are down
 my %head = map { ($_ => [ head($_) ]) } @orgs;
 
 # Six events to deliver after the resyncs: they exit 0 then.
@@ -275,7 +251,7 @@ ok( wait_all(
 	'restarted: both resync the rewritten organizations');
 # What follows the resyncs, and an event announced by nobody: a
 # prepared transaction's commit sends no notification, a poll finds it.
-publish($_, 1) for qw(acme hooli globex);
+publish($node, $_, 1) for qw(acme hooli globex);
 $node->safe_psql('postgres', q{
 	BEGIN;
 	SELECT eventhub.publish_event('initech', 'API', 'DELETE', 'prepared', NULL, '{}');
@@ -303,7 +279,7 @@ is((split / /, expected_events('initech', 11, 11)->[0])[4], 'DELETE', 'initech/1
 # during the reload, after they read the head, must arrive afterwards; a
 # consumer that read the head after reloading would jump past it.
 #
-publish('wayne', 3);
+publish($node, 'wayne', 3);
 @consumers = map {
 	start_consumer($_, { orgs => ['wayne'], cursor => 'order' },
 		'--poll-interval-ms', 600_000, '--reload-ms', 2000, '--count', 4)
@@ -320,12 +296,19 @@ $node->safe_psql('postgres', q{
 });
 my @wayne_head = head('wayne');
 is($wayne_head[0], 5, 'ZE001: wayne is at 5, with no event kept');
-ok(wait_all(\@consumers, sub { $_[0]{out} =~ /^RESYNC wayne /m }, 'ZE001'), 'ZE001: both resync');
-publish('wayne', 1);    # while they reload
+# Each is stopped in its reload as soon as it prints the resync, so that the
+# event is published before the reload ends, however long publishing takes.
+ok( wait_all(
+		\@consumers,
+		sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) },
+		'ZE001'),
+	'ZE001: both resync');
+publish($node, 'wayne', 1);    # while they reload
 for my $c (@consumers)
 {
 	my $cursor = decode_json(slurp_file("$dir/order-$c->{lang}.json"))->{wayne};
 	is($cursor->{revision}, 3, "ZE001: $c->{lang} was still reloading (cursor not moved yet) when 6 was published");
+	kill 'CONT', $c->{h}{KIDS}[0]{PID};
 }
 for my $c (@consumers)
 {
@@ -341,23 +324,20 @@ for my $c (@consumers)
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
 # promoted they listen.
 #
-publish('umbrella', 3);
-$node->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($node, 'b', has_streaming => 1);
-$standby->start;
+publish($node, 'umbrella', 3);
+my $standby = eventhub_standby($node, 'standby');
 @consumers = map {
 	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'standby' },
 		'--poll-interval-ms', 200, '--count', 6)
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'standby'), 'standby: both replay the history');
 like($_->{err}, qr/standby: LISTEN is refused, polling only/, "standby: $_->{lang} polls") for @consumers;
-publish('umbrella', 2);
+publish($node, 'umbrella', 2);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 5 }, 'standby poll'), 'standby: both deliver by polling');
 $standby->promote;
 ok(wait_all(\@consumers, sub { $_[0]{err} =~ /no longer a standby: listening/ }, 'promotion'),
 	'promoted: both listen');
-publish('umbrella', 1, $standby);
+publish($standby, 'umbrella', 1);
 for my $c (@consumers)
 {
 	$c->{h}->finish;

@@ -7,42 +7,27 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
 use Encode;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
-my $cli = "$work/client/eventhub";
-my $node = PostgreSQL::Test::Cluster->new('cli_safety');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eventhub'\neventhub.database = 'postgres'");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $node = eventhub_node('cli_safety');
 my $connstr = $node->connstr('postgres');
-
-sub cli
-{
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $cli, @_ ], '<', \'', '>', \$out, '2>', \$err);
-	return ($? >> 8, $out, $err);
-}
 
 #
 # A publisher names an organization to rewrite an operator's screen.
 #
 my $evil = "evil\e[2J\e]0;pwned\a\nfake-row 999 \x{c2}\x{9b}31m\x{e2}\x{80}\x{ae}";
-$node->safe_psql('postgres',
-	"SELECT eventhub.publish_event(convert_from('\\x" . unpack('H*', $evil) . "', 'UTF8'),
-	   'API', 'CREATE', 'e', NULL, '{\"k\": \"v\\u001b[0m\"}')");
+publish($node, Encode::decode('UTF-8', $evil), 1, action => 'CREATE', data => '{"k": "v\\u001b[0m"}');
 my $long = 'w' x 600;
 $node->safe_psql('postgres', "SELECT eventhub.register_organization('$long')");
 $node->safe_psql('postgres', "SELECT eventhub.heartbeat('rep-hash', '{\"$long\": {\"revision\": 0, \"config_hash\": \"" . ('h' x 256) . "\"}}')");
 
-my ($rc, $out, $err) = cli('-d', $connstr, 'status');
+my ($rc, $out, $err) = run_cli('-d', $connstr, 'status');
 is($rc, 0, 'status exits 0');
 unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]/, 'no control character but the newline reaches the terminal');
 unlike($out, qr/\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'nor a C1 control or a bidirectional override');
@@ -54,13 +39,13 @@ for (split /\n/, $out) { $widest = length($_) if length($_) > $widest; }
 cmp_ok($widest, '<', 250, "a 600-byte id and a 256-byte hash do not widen the tables (widest line $widest)");
 like($out, qr/^w{47}\x{e2}\x{80}\x{a6}/m, 'an over-wide cell ends with an ellipsis');
 
-($rc, $out) = cli('-d', $connstr, 'status', '--json');
+($rc, $out) = run_cli('-d', $connstr, 'status', '--json');
 my $doc = decode_json($out);
 my ($org) = grep { $_->{organization_id} =~ /^evil/ } @{ $doc->{organizations} };
 is($org->{organization_id}, Encode::decode('UTF-8', $evil), 'status --json gives the id exactly');
 unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'as escapes, not raw');
 
-($rc, $out) = cli('-d', $connstr, 'watch', '--org', Encode::decode('UTF-8', $evil), '--after', '0', '--count', '1');
+($rc, $out) = run_cli('-d', $connstr, 'watch', '--org', Encode::decode('UTF-8', $evil), '--after', '0', '--count', '1');
 is($rc, 0, 'watch of that organization exits 0');
 my $line = decode_json($out);
 is($line->{organization_id}, Encode::decode('UTF-8', $evil), 'watch prints the id exactly, as JSON');
@@ -70,20 +55,19 @@ unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a
 #
 # Ids over 1024 bytes are refused when parsed: exit 2, nothing runs.
 #
-($rc, $out, $err) = cli('-d', $connstr, 'watch', '--org', 'o' x 1025, '--replica-id', 'r-long');
+($rc, $out, $err) = run_cli('-d', $connstr, 'watch', '--org', 'o' x 1025, '--replica-id', 'r-long');
 is($rc, 2, 'watch --org with 1025 bytes exits 2');
 like($err, qr/--org is 1025 bytes long; the limit is 1024 bytes/, 'and says why');
 is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r-long'"),
 	'0', 'no replica was registered');
-($rc, $out, $err) = cli('-d', $connstr, 'publish', '-xyz');
+($rc, $out, $err) = run_cli('-d', $connstr, 'publish', '-xyz');
 is($rc, 2, 'an unknown short option is a usage error');
 like($err, qr/unknown option "-x" for publish/, 'named by its letter, not by the command');
 
 #
 # watch ... | head -1: the reader goes away; watch deregisters and exits 141.
 #
-$node->safe_psql('postgres', "SELECT eventhub.publish_event('piped', 'API', 'CREATE', 'e' || i, NULL, '{}')
-	FROM generate_series(1, 3) i");
+publish($node, 'piped', 3);
 my $flag = "$PostgreSQL::Test::Utils::tmp_check/reader-done";
 my $status_file = "$PostgreSQL::Test::Utils::tmp_check/watch-status";
 my $first = "$PostgreSQL::Test::Utils::tmp_check/first-line";
@@ -93,7 +77,7 @@ my $pipeline = IPC::Run::start([
 		   { head -1 > "$first"; while [ ! -e "$flag" ]; do sleep 0.05; done; };
 		   echo "\${PIPESTATUS[0]}" > "$status_file"},
 		$cli, $connstr ]);
-$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'")
+wait_for(what => 'the piped watch', node => $node, sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'")
   or die 'the piped watch did not register';
 pass('the piped watch registered its replica');
 open(my $fh, '>', $flag) or die;
@@ -102,6 +86,7 @@ my $t0 = time;
 $pipeline->finish;
 my $took = time - $t0;
 is(slurp_file($status_file), "141\n", 'watch exits 141 once its reader is gone (as a SIGPIPE would)');
+# It may give the deregistration its close timeout (1 s): ten times that.
 cmp_ok($took, '<', 10, sprintf('promptly (%.1f s)', $took));
 is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'piped-r'"),
 	'0', 'and deregistered its replica');
@@ -117,14 +102,12 @@ $node->safe_psql('postgres', q{
 		(SELECT jsonb_object_agg('org-' || i, jsonb_build_object('revision', 0)) FROM generate_series(1, 100000) i))
 	  FROM generate_series(1, 10) r;
 	SELECT eventhub.publish_event('org-' || i, 'API', 'CREATE', 'e', NULL, '{}') FROM generate_series(1, 5) i;
-	CREATE ROLE gateway_operator LOGIN;
-	GRANT USAGE ON SCHEMA eventhub TO gateway_operator;
-	GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_status TO gateway_operator;
 	ANALYZE;
 });
+grant_bundle($node, 'postgres', operator => 'gateway_operator');
 my $opconn = $node->connstr('postgres') . ' user=gateway_operator';
 $t0 = time;
-($rc, $out, $err) = cli('-d', $opconn, 'status', '--fail-if-lag', '0');
+($rc, $out, $err) = run_cli('-d', $opconn, 'status', '--fail-if-lag', '0');
 $took = time - $t0;
 is($rc, 4, 'the operator role runs status --fail-if-lag 0: exit 4, replicas are behind') or diag($err);
 like($err, qr/replica "replica-1" is 1 revisions behind on organization "org-\d" \(and more than 0 behind on 4 other organizations\)/,
@@ -135,7 +118,7 @@ like($out, qr/^replica-1\s+live\s+100000\s+5\s+1\s+org-\d/m, 'one summary row pe
 cmp_ok($took, '<', 15, sprintf('status over a million progress rows took %.1f s', $took));
 note(sprintf('status --fail-if-lag with 100,000 organizations and 10 replicas: %.2f s', $took));
 
-($rc, $out, $err) = cli('-d', $opconn, 'status', '--org', 'org-3');
+($rc, $out, $err) = run_cli('-d', $opconn, 'status', '--org', 'org-3');
 is($rc, 0, 'status --org as the operator');
 is(scalar(() = $out =~ /^replica-\d+\s+live\s+org-3\s+0\s+1\s+1\s/mg), 10, 'each replica\'s progress on that organization');
 

@@ -14,15 +14,20 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IO::Select;
 use IO::Socket::INET;
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep time);
+use Time::HiRes qw(time);
 
-my $driver = "$ENV{EVENTHUB_WORK}/client/test_nonblock";
+my $driver = "$libdir/test_nonblock";
+# The driver's connect and query timeout, and its close timeout: a call that
+# waited for the server would take the one or the other.  The bounds below
+# are fractions or multiples of them, so that a loaded machine stays green.
+my $query_timeout_ms = 1000;
+my $close_timeout_ms = 500;
 
 sub kv
 {
@@ -49,19 +54,17 @@ while ($h->pumpable && time() < $until)
 }
 $h->finish;
 note("black hole: $out");
-cmp_ok(kv($out, 'longest_process_ms'), '<', 100,
+cmp_ok(kv($out, 'longest_process_ms'), '<', $query_timeout_ms / 4,
 	'black hole: no eh_process() call waits for the server (longest ' . kv($out, 'longest_process_ms') . ' ms)');
 cmp_ok(scalar(@held), '>=', 2, 'black hole: the attempt timed out and was made again (' . scalar(@held) . ' connections)');
-cmp_ok(kv($out, 'free_ms'), '<', 100, 'black hole: eh_client_free() returns at once');
+cmp_ok(kv($out, 'free_ms'), '<', $close_timeout_ms / 2, 'black hole: eh_client_free() returns at once');
 close $_ for @held;
 
 #
 # A stopped backend.
 #
-my $node = PostgreSQL::Test::Cluster->new('nonblocking');
-$node->init;
-$node->start;
-$node->safe_psql('postgres', "CREATE EXTENSION eventhub; SELECT eventhub.register_organization('acme')");
+my $node = eventhub_node('nonblocking');
+$node->safe_psql('postgres', "SELECT eventhub.register_organization('acme')");
 
 sub backend_of
 {
@@ -70,46 +73,42 @@ sub backend_of
 	return $pid =~ /^(\d+)$/ ? $1 : undef;
 }
 
-($out, $err) = ('', '');
-my $in = '';
-$h = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application_name=nbtest', '60', 'acme', 'nb-replica' ],
-	'<', \$in, '>', \$out, '2>', \$err);
-my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-$h->pump_nb while $out !~ /^ready$/m && time() < $deadline && usleep(20_000) >= 0;
-like($out, qr/^ready$/m, 'stopped backend: the client is at the head and listening');
+my $nb = { out => '', err => '', in => '' };
+$nb->{h} = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application_name=nbtest', '60', 'acme', 'nb-replica' ],
+	'<', \$nb->{in}, '>', \$nb->{out}, '2>', \$nb->{err});
+wait_for(what => 'ready', watch => $nb, matches => qr/^ready$/m);
+like($nb->{out}, qr/^ready$/m, 'stopped backend: the client is at the head and listening');
 
 my $first = backend_of();
 ok($first, 'stopped backend: found the client\'s backend');
 kill 'STOP', $first;
 my $stopped_at = time();
-$node->safe_psql('postgres',
-	"SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'e' || g, NULL, '{}') FROM generate_series(1, 3) g");
-$h->pump_nb while $out !~ /^event 3$/m && time() < $deadline && usleep(20_000) >= 0;
-like($out, qr/^event 1\nevent 2\nevent 3$/m, 'stopped backend: events published meanwhile are delivered, in order');
+publish($node, 'acme', 3);
+wait_for(what => 'event 3', watch => $nb, matches => qr/^event 3$/m);
+like($nb->{out}, qr/^event 1\nevent 2\nevent 3$/m, 'stopped backend: events published meanwhile are delivered, in order');
 my $took = time() - $stopped_at;
-cmp_ok($took, '<', 10, sprintf('stopped backend: delivered after a query timeout and a reconnect (%.1f s)', $took));
+cmp_ok($took, '<', 10 * $query_timeout_ms / 1000,
+	sprintf('stopped backend: delivered after a query timeout and a reconnect (%.1f s)', $took));
 
 # Stop the new backend too, then free the client.
-my $second;
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'nbtest' AND pid <> $first AND state = 'idle'")
+wait_for(what => 'a second backend', node => $node,
+	sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'nbtest' AND pid <> $first AND state = 'idle'")
   or die 'no second backend';
-$second = $node->safe_psql('postgres',
+my $second = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND pid <> $first");
 kill 'STOP', $second;
-$in .= "stop\n";
-my $freed_by = time() + 5;
-$h->pump_nb while $h->pumpable && time() < $freed_by && usleep(20_000) >= 0;
+$nb->{in} .= "stop\n";
+wait_for(what => 'the end', until => sub { !$nb->{h}->pumpable }, pump => [$nb], timeout => 10 * $close_timeout_ms / 1000);
 kill 'CONT', $second, $first;
-$h->finish;
+$nb->{h}->finish;
+$out = $nb->{out};
 note("stopped backend: $out");
-cmp_ok(kv($out, 'longest_process_ms'), '<', 100,
+cmp_ok(kv($out, 'longest_process_ms'), '<', $query_timeout_ms / 4,
 	'stopped backend: no eh_process() call waited (longest ' . (kv($out, 'longest_process_ms') // '?') . ' ms)');
-ok(defined kv($out, 'free_ms') && kv($out, 'free_ms') < 1000,
+ok(defined kv($out, 'free_ms') && kv($out, 'free_ms') < 2 * $close_timeout_ms,
 	'stopped backend: eh_client_free() gave the deregistration its close timeout of 500 ms, no more ('
 	  . (kv($out, 'free_ms') // 'did not return') . ' ms)');
 is(kv($out, 'events'), 3, 'stopped backend: each event delivered once');
-
 
 $node->stop;
 done_testing();

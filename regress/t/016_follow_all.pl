@@ -1,61 +1,32 @@
 # 016_follow_all.pl: `eventhub watch --all` follows every organization,
 # present and future: each event once, in revision order per organization,
-# a new organization picked up by its notification (the poll interval is a
-# minute); and the client's memory is bounded by bytes: three 32 MB events
+# a new organization picked up by its notification (the poll interval is
+# ten minutes); and the client's memory is bounded by bytes: three 32 MB events
 # fetched with the default byte bound peak at a small multiple of one
 # event, not of all three.
 
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
 use JSON::PP;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
-my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
-my $cli = "$work/client/eventhub";
-my $node = PostgreSQL::Test::Cluster->new('follow_all');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eventhub'\neventhub.database = 'postgres'");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
+my $node = eventhub_node('follow_all');
 my $connstr = $node->connstr('postgres');
-
-sub publish
-{
-	my ($org, $n) = @_;
-	$node->safe_psql('postgres',
-		"SELECT eventhub.publish_event('$org', 'API', 'CREATE', 'e' || i, NULL, jsonb_build_object('i', i))
-		   FROM generate_series(1, $n) i");
-}
-
-# Lines printed so far by a watch writing into $$out.
-sub lines { return grep { length } split /\n/, ${ $_[0] }; }
-
-sub wait_for_lines
-{
-	my ($h, $out, $n, $what) = @_;
-	my $deadline = time + 30;
-	while (scalar(lines($out)) < $n && time < $deadline)
-	{
-		$h->pump_nb;
-		usleep(10_000);
-	}
-	return scalar(lines($out)) >= $n;
-}
 
 #
 # --all --after 0: the kept history of every organization, then what comes.
 #
-publish('acme', 3);
-publish('globex', 2);
-my ($out, $err) = ('', '');
-my $h = IPC::Run::start([ $cli, '-d', $connstr, 'watch', '--all', '--after', '0', '--poll-interval', '60000' ],
-	'<', \'', '>', \$out, '2>', \$err);
-ok(wait_for_lines($h, \$out, 5), 'watch --all --after 0 prints the kept history of every organization');
+publish($node, 'acme', 3);
+publish($node, 'globex', 2);
+# Polls at most every 0.8 x 600 s: what arrives sooner was notified.
+my $poll_s = 600;
+my $w = start_watch($connstr, '--all', '--after', '0', '--poll-interval', 1000 * $poll_s);
+ok(wait_for(watch => $w, lines => 5), 'watch --all --after 0 prints the kept history of every organization');
 
 # Three publishers at once, one of them into an organization that did not
 # exist when watch started.
@@ -78,12 +49,11 @@ my %head = map { split /\|/ } split /\n/,
   $node->safe_psql('postgres', 'SELECT organization_id, revision FROM eventhub.organization_states');
 my $total = 0;
 $total += $_ for values %head;
-ok(wait_for_lines($h, \$out, $total), "all $total events arrive");
+ok(wait_for(watch => $w, lines => $total), "all $total events arrive");
 
 my (%seen, %bad);
-for my $line (lines(\$out))
+for my $ev (watch_lines($w))
 {
-	my $ev = decode_json($line);
 	my $org = $ev->{organization_id};
 	$bad{$org}++ if $ev->{revision} != ($seen{$org} // 0) + 1;
 	$seen{$org} = $ev->{revision};
@@ -93,29 +63,28 @@ is_deeply(\%bad, {}, 'each event once, in revision order, per organization');
 
 # A new organization, one event: its notification brings it, not the poll.
 my $t0 = time;
-publish('hooli', 1);
-ok(wait_for_lines($h, \$out, $total + 1), 'an organization created while watching is followed');
+publish($node, 'hooli', 1);
+ok(wait_for(watch => $w, lines => $total + 1), 'an organization created while watching is followed');
 my $took = time - $t0;
-my $last = decode_json((lines(\$out))[-1]);
+my $last = (watch_lines($w))[-1];
 is("$last->{organization_id} $last->{revision}", 'hooli 1', 'from its first event');
-cmp_ok($took, '<', 5, sprintf('within a notification\'s latency (%.0f ms; the poll interval is 60 s)', $took * 1000));
-$h->signal('TERM');
-$h->finish;
+cmp_ok($took, '<', 0.8 * $poll_s,
+	sprintf('within a notification\'s latency (%.0f ms; the poll interval is %d s)', $took * 1000, $poll_s));
+$w->{h}->signal('TERM');
+finish_cli($w);
 
 #
 # --all without --after: only what is published after it starts.
 #
-($out, $err) = ('', '');
-$h = IPC::Run::start([ $cli, '-d', $connstr, 'watch', '--all', '--count', '2' ], '<', \'', '>', \$out, '2>', \$err);
-# Once it has read the heads and asked for the tokens of what it found, it
-# follows.
-$node->poll_query_until('postgres',
-	"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'client backend'
-	   AND query LIKE '%notification_token%' AND pid <> pg_backend_pid()");
-publish('acme', 1);
-publish('umbrella', 1);
-$h->finish;
-is(join(' ', map { my $e = decode_json($_); "$e->{organization_id}:$e->{revision}" } lines(\$out)),
+# Once it has read the heads, asked for the tokens of what it found and sent
+# LISTEN (its statements are logged), it follows.
+my $offset = -s $node->logfile;
+$w = start_watch($connstr, '--all', '--count', '2');
+wait_for_listening($node, $offset);
+publish($node, 'acme', 1);
+publish($node, 'umbrella', 1);
+finish_cli($w);
+is(join(' ', map { "$_->{organization_id}:$_->{revision}" } watch_lines($w)),
 	'acme:' . ($head{acme} + 1) . ' umbrella:1',
 	'watch --all from the heads prints only new events');
 
@@ -135,12 +104,7 @@ sub peak_kb
 	my $w = IPC::Run::start([ $cli, '-d', $connstr, 'watch', '--org', 'big', '--after', '0', @extra ],
 		'<', \'', '>', $file, '2>', \my $e);
 	my $pid = $w->{KIDS}[0]{PID};
-	my $deadline = time + 60;
-	while (time < $deadline)
-	{
-		last if -s $file && -s $file > 3 * $size && `wc -l < $file` >= 3;
-		usleep(50_000);
-	}
+	wait_for(what => 'three big events', until => sub { -s $file && -s $file > 3 * $size && `wc -l < $file` >= 3 });
 	my ($hwm) = slurp_file("/proc/$pid/status") =~ /^VmHWM:\s+(\d+) kB/m;
 	$w->signal('TERM');
 	$w->finish;

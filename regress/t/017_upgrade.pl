@@ -1,28 +1,28 @@
-# 017_upgrade.pl: from 0.1.0 to 0.2.0 the way an operator does it.  A
+# 017_upgrade.pl: from 0.1.0 to this release the way an operator does it.  A
 # server runs eventhub 0.1.0 (built from the release's own source, which
 # scripts/test.sh takes from git), publishes and runs its worker; the new
 # binaries are installed and the server restarted; until ALTER EXTENSION
 # eventhub UPDATE the new library refuses clearly and its worker waits; new
 # watchers resuming from stored cursors run across the update and go on
-# without a resync; heads, events, grants and replicas are kept; and a
-# database updated from 0.1.0 has the same catalog as a fresh 0.2.0 one.
+# without a resync; heads, events, grants and replicas are kept; a
+# database updated from 0.1.0 has the same catalog as a fresh one; and its
+# dump, restored by a superuser with a plain pg_restore (the write guard
+# left on), brings all of it back, publishing going on gaplessly.
 
 use strict;
 use warnings;
 
+use EventhubTest;
 use File::Copy;
 use File::Path qw(make_path);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-my $work = $ENV{EVENTHUB_WORK} or die "EVENTHUB_WORK is not set";
 my $old_src = "$work/v0.1.0";
 plan skip_all => 'the 0.1.0 source is not staged (scripts/test.sh takes it from git history)'
   unless -f "$old_src/eventhub.control";
-my $cli = "$work/client/eventhub";
 
 # A private copy of the PostgreSQL installation (relocatable: the server
 # finds its share directory relative to its binaries) whose eventhub files
@@ -35,6 +35,8 @@ system('cp', '-a', $pg_lib, "$inst/usr/lib/postgresql/") == 0 or die 'copying th
 system('cp', '-a', $pg_share, "$inst/usr/share/postgresql/") == 0 or die 'copying its share directory failed';
 my $libdir = "$inst$pg_lib/lib";
 my $extdir = "$inst$pg_share/extension";
+# This release: the version the installed build creates.
+my ($new) = slurp_file("$pg_share/extension/eventhub.control") =~ /^default_version = '([^']+)'/m or die;
 
 sub install_eventhub
 {
@@ -82,18 +84,11 @@ $node->safe_psql('upd', 'CREATE EXTENSION eventhub');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'eventhub'"),
 	'0.1.0', 'eventhub 0.1.0 is installed from its kept script');
 
-sub publish
-{
-	my ($org, $n) = @_;
-	return $node->safe_psql('postgres',
-		"SET ROLE publisher; SELECT max(eventhub.publish_event('$org', 'API', 'UPDATE', 'e' || i, NULL,
-		   jsonb_build_object('i', i))) FROM generate_series(1, $n) i");
-}
-publish('acme', 5);
-publish('globex', 3);
+publish($node, 'acme', 5, user => 'publisher');
+publish($node, 'globex', 3, user => 'publisher');
 $node->safe_psql('postgres', q{SET ROLE reader; SELECT eventhub.heartbeat('gw-1', '{"acme": {"revision": 5}}')});
-ok($node->poll_query_until('postgres',
-		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'eventhub%' AND datname = 'postgres'"),
+ok(wait_for(what => 'the worker', node => $node,
+		sql => "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'eventhub%' AND datname = 'postgres'"),
 	'0.1.0 publishes, and its worker runs');
 
 my $heads_sql = "SELECT string_agg(organization || ' ' || revision || ' ' || version_id, ', ' ORDER BY 1)
@@ -107,49 +102,46 @@ my %cursor = map { my ($o, $r, $v) = split / /; ($o => [ $r, $v ]) } split /, /,
 # The new binaries, and a restart (the library is preloaded).
 $node->stop;
 install_eventhub("$pg_lib/lib/eventhub.so", glob("$pg_share/extension/eventhub*"));
+my $offset = -s $node->logfile;
 $node->start;
 
 my ($rc, $stdout, $stderr) = $node->psql('postgres',
 	"SET ROLE publisher; SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'x', NULL, '{}')");
-like($stderr, qr/eventhub's SQL objects in this database are at version 0\.1\.0, its library at version 0\.2\.0/,
+like($stderr, qr/eventhub's SQL objects in this database are at version 0\.1\.0, its library at version \Q$new\E/,
 	'until the update, the new library refuses to publish');
 like($stderr, qr/HINT:  Run ALTER EXTENSION eventhub UPDATE in this database\./, 'and says what to run');
-ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be updated from version 0\.1\.0 to 0\.2\.0/),
+ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be updated from version 0\.1\.0 to \Q$new\E/, $offset),
 	'the worker waits for the update, and says so');
 
 # Watchers of the new release, resuming from stored cursors, as the reader.
 my %watch;
 for my $org ('acme', 'globex')
 {
-	my $w = { out => '', err => '' };
-	$w->{h} = IPC::Run::start([ $cli, '-d', "$connstr user=reader", 'watch', '--org', $org,
-			'--after', $cursor{$org}[0], '--after-version', $cursor{$org}[1], '--poll-interval', '200' ],
-		'<', \'', '>', \$w->{out}, '2>', \$w->{err});
-	$watch{$org} = $w;
+	$watch{$org} = start_watch("$connstr user=reader", '--org', $org,
+		'--after', $cursor{$org}[0], '--after-version', $cursor{$org}[1], '--poll-interval', '200');
 }
-usleep(500_000);
+# Both are connected before the update.
+wait_for(what => 'the watchers', node => $node,
+	sql => "SELECT count(*) = 2 FROM pg_stat_activity WHERE usename = 'reader' AND application_name <> 'eventhub probe'")
+  or die 'the watchers did not connect';
 
+$offset = -s $node->logfile;
 $node->safe_psql('postgres', 'ALTER EXTENSION eventhub UPDATE');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'eventhub'"),
-	'0.2.0', 'ALTER EXTENSION eventhub UPDATE goes to 0.2.0');
+	$new, "ALTER EXTENSION eventhub UPDATE goes to $new");
 is($node->safe_psql('postgres', $heads_sql =~ s/organization \|\|/organization_id ||/r), $heads,
 	'every head is kept, revision and version');
 is($node->safe_psql('postgres', $events_sql), $events, 'every event is kept');
-ok($node->wait_for_log(qr/found the extension in database "postgres"/), 'the worker goes back to work');
+ok($node->wait_for_log(qr/found the extension in database "postgres"/, $offset), 'the worker goes back to work');
 
-is(publish('acme', 2), '7', 'the publisher publishes with the grant it had');
-is(publish('globex', 1), '4', 'in every organization');
+is(publish($node, 'acme', 2, user => 'publisher'), '7', 'the publisher publishes with the grant it had');
+is(publish($node, 'globex', 1, user => 'publisher'), '4', 'in every organization');
 my %expect = (acme => [ 6, 7 ], globex => [4]);
 for my $org (sort keys %watch)
 {
 	my $w = $watch{$org};
 	my $n = scalar @{ $expect{$org} };
-	for (1 .. 300)
-	{
-		eval { $w->{h}->pump_nb };
-		last if (() = $w->{out} =~ /\n/g) >= $n;
-		usleep(50_000);
-	}
+	wait_for(what => "the $org watcher", watch => $w, lines => $n);
 	eval { $w->{h}->signal('TERM') };
 	eval { $w->{h}->finish };
 	note("$org watcher's stderr: $w->{err}");
@@ -201,16 +193,47 @@ my ($updated, $fresh) = (catalog('upd'), catalog('fresh'));
 cmp_ok(scalar(() = $fresh =~ /ALTER EXTENSION eventhub ADD/g), '>', 20, 'the dump lists the extension\'s objects');
 if ($updated eq $fresh)
 {
-	pass('a database updated from 0.1.0 and a fresh 0.2.0 one have identical catalogs');
+	pass('a database updated from 0.1.0 and a fresh one have identical catalogs');
 }
 else
 {
 	my ($a, $b) = ("$PostgreSQL::Test::Utils::tmp_check/updated.sql", "$PostgreSQL::Test::Utils::tmp_check/fresh.sql");
 	PostgreSQL::Test::Utils::append_to_file($a, $updated);
 	PostgreSQL::Test::Utils::append_to_file($b, $fresh);
-	fail('a database updated from 0.1.0 and a fresh 0.2.0 one have identical catalogs');
+	fail('a database updated from 0.1.0 and a fresh one have identical catalogs');
 	diag(`diff $a $b | head -40`);
 }
+
+# Dumped, and restored plainly by a superuser into a new database (no
+# PGOPTIONS turning eventhub.protect_tables off).
+my $acl_sql = q{SELECT string_agg(o, E'\n' ORDER BY o) FROM (
+	SELECT c.relname || ' ' || coalesce(c.relacl::text, '-') FROM pg_class c
+	 WHERE c.relnamespace = 'eventhub'::regnamespace
+	UNION ALL SELECT c.relname || '.' || a.attname || ' ' || a.attacl::text
+	  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	 WHERE c.relnamespace = 'eventhub'::regnamespace AND a.attacl IS NOT NULL
+	UNION ALL SELECT p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '-') FROM pg_proc p
+	 WHERE p.pronamespace = 'eventhub'::regnamespace
+	UNION ALL SELECT 'schema ' || nspacl::text FROM pg_namespace WHERE nspname = 'eventhub') s(o)};
+my $replicas_sql = "SELECT string_agg(replica_id || ' ' || applied_revision || ' ' || owner, ', ' ORDER BY 1)
+	FROM eventhub.replica_status";
+my %before = map { ($_ => $node->safe_psql('postgres', $_)) } $heads_sql =~ s/organization \|\|/organization_id ||/r,
+  $events_sql, $acl_sql, $replicas_sql;
+my $dumpfile = "$PostgreSQL::Test::Utils::tmp_check/postgres.dump";
+$node->command_ok([ "$inst$pg_lib/bin/pg_dump", '-Fc', '-f', $dumpfile, '-d', $connstr ], 'pg_dump of the updated database');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+{
+	local $ENV{PGOPTIONS};
+	delete $ENV{PGOPTIONS};
+	$node->command_ok([ "$inst$pg_lib/bin/pg_restore", '-d', $node->connstr('restored'), $dumpfile ],
+		'a superuser\'s plain pg_restore succeeds');
+}
+is_deeply({ map { ($_ => $node->safe_psql('restored', $_)) } keys %before }, \%before,
+	'restored: every head and version, every event, every grant (columns and grant options too), every replica');
+my (undef, $next, $why) = $node->psql('restored', publish_sql('acme'), extra_params => [ '-U', 'publisher' ]);
+is($next, '8', 'restored: the publisher publishes on') or diag($why);
+is($node->safe_psql('restored', "SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events_since('acme', 0, 100, NULL)"),
+	join(',', 1 .. 8), 'restored: from the next revision, gapless');
 
 $node->stop;
 done_testing();

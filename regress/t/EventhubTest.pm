@@ -523,5 +523,21 @@ sub eventhub_node_quiet
 	$node->safe_psql($db, 'CREATE EXTENSION eventhub');
 	return $node;
 }
+# --- added by tests3 ---
+
+# wait_for_listening(NODE, OFFSET): waits until a client that started after
+# byte OFFSET of NODE's log, and whose statements the server logs
+# (log_statement = all, the test default, or options='-c log_statement=all'
+# in its conninfo), follows: it has sent LISTEN eventhub and then asked for
+# notification tokens, in the query that reads its heads (a subscription
+# from the head starts there) or, with --all, right after it.  What is
+# published from then on reaches it by notification.  Dies after
+# timeout_default.  For 010, 012 and 016.
+sub wait_for_listening
+{
+	my ($node, $offset) = @_;
+	return $node->wait_for_log(qr/LISTEN eventhub\n.*notification_token/s, $offset);
+}
+push @EXPORT, 'wait_for_listening';
 
 1;
