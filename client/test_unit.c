@@ -471,9 +471,36 @@ test_strbuf(void)
 	ehi_sb_free(&b);
 }
 
-int
-main(void)
+/*
+ * Runs one of the build checks beside this program (check_layers.sh,
+ * check_exports.sh: they read the object files and the library with nm),
+ * its lines as TAP comments, its exit status as one test.
+ */
+static void
+test_build_script(const char *argv0, const char *script, const char *what)
 {
+	char		cmd[4096];
+	char		line[1024];
+	const char *slash = strrchr(argv0, '/');
+	FILE	   *f;
+	int			status;
+
+	snprintf(cmd, sizeof(cmd), "sh '%.*s%s' 2>&1", slash ? (int) (slash - argv0 + 1) : 0, argv0, script);
+	if (!(f = popen(cmd, "r")))
+	{
+		check(0, what);
+		return;
+	}
+	while (fgets(line, sizeof(line), f))
+		printf("# %s", line);
+	status = pclose(f);
+	check(status == 0, what);
+}
+
+int
+main(int argc, char **argv)
+{
+	(void) argc;
 	test_payload();
 	test_versions();
 	test_map();
@@ -481,6 +508,8 @@ main(void)
 	test_cli();
 	test_escaping();
 	test_library_options();
+	test_build_script(argv[0], "check_layers.sh", "build: the library's files call one way (internal.h's layer order)");
+	test_build_script(argv[0], "check_exports.sh", "build: the library exports exactly the documented functions");
 	printf("1..%d\n", tests);
 	if (failures)
 		printf("# %d of %d failed\n", failures, tests);
