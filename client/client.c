@@ -104,14 +104,22 @@ eh_set_log_callback(eh_client *c, eh_log_cb cb, void *arg)
 	return EH_OK;
 }
 
-/* Checks that value is at least min; sets the error naming what otherwise. */
+/*
+ * Sets *field to value if it is at least min; otherwise sets the error
+ * naming what.  The integer setters are this.
+ */
 static int
-check_min(eh_client *c, const char *what, int value, int min, const char *unit)
+set_min(eh_client *c, int *field, const char *what, int value, int min, const char *unit)
 {
-	if (value >= min)
-		return EH_OK;
-	ehi_set_error(c, "%s must be at least %d%s, not %d", what, min, unit, value);
-	return EH_ERR_ARGUMENT;
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (value < min)
+	{
+		ehi_set_error(c, "%s must be at least %d%s, not %d", what, min, unit, value);
+		return EH_ERR_ARGUMENT;
+	}
+	*field = value;
+	return EH_OK;
 }
 
 /* Refuses a setting that must come before the first connection. */
@@ -127,24 +135,17 @@ before_connecting(eh_client *c, const char *what)
 int
 eh_set_poll_interval(eh_client *c, int interval_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "poll interval", interval_ms, 10, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->cfg.poll_interval_ms = interval_ms;
-	ehi_schedule_poll(c);
-	return EH_OK;
+	int			rc = set_min(c, c ? &c->cfg.poll_interval_ms : NULL, "poll interval", interval_ms, 10, " ms");
+
+	if (rc == EH_OK)
+		ehi_schedule_poll(c);
+	return rc;
 }
 
 int
 eh_set_fallback_poll_interval(eh_client *c, int interval_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "fallback poll interval", interval_ms, 10, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->cfg.fallback_poll_interval_ms = interval_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.fallback_poll_interval_ms : NULL, "fallback poll interval", interval_ms, 10, " ms");
 }
 
 int
@@ -175,34 +176,19 @@ eh_set_batch_size(eh_client *c, int max_events)
 int
 eh_set_batch_bytes(eh_client *c, int max_bytes)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "batch bytes", max_bytes, 1, "") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->cfg.batch_bytes = max_bytes;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.batch_bytes : NULL, "batch bytes", max_bytes, 1, "");
 }
 
 int
 eh_set_query_timeout(eh_client *c, int timeout_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "query timeout", timeout_ms, 100, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->cfg.query_timeout_ms = timeout_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.query_timeout_ms : NULL, "query timeout", timeout_ms, 100, " ms");
 }
 
 int
 eh_set_close_timeout(eh_client *c, int timeout_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "close timeout", timeout_ms, 0, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->cfg.close_timeout_ms = timeout_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.close_timeout_ms : NULL, "close timeout", timeout_ms, 0, " ms");
 }
 
 int
@@ -283,12 +269,7 @@ eh_set_heartbeat_conninfo(eh_client *c, const char *conninfo)
 int
 eh_set_heartbeat_interval(eh_client *c, int interval_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "heartbeat interval", interval_ms, 100, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->replica.interval_ms = interval_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->replica.interval_ms : NULL, "heartbeat interval", interval_ms, 100, " ms");
 }
 
 int
@@ -592,8 +573,7 @@ wait_once(eh_client *c, int64_t deadline, int *interrupted)
 	for (int i = 0; i < nfds; i++)
 	{
 		pfd[i].fd = fds[i];
-		pfd[i].events = (short) (((wants[i] & EH_WANT_READ) ? POLLIN : 0) |
-								 ((wants[i] & EH_WANT_WRITE) ? POLLOUT : 0));
+		pfd[i].events = ehi_poll_events(wants[i]);
 		pfd[i].revents = 0;
 	}
 	if (poll(pfd, (nfds_t) nfds, wait) < 0)

@@ -96,12 +96,18 @@ ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms, const char *a
 	return EHI_STEP_NOTHING;
 }
 
+/* poll()'s events for EH_WANT_READ and EH_WANT_WRITE flags. */
+short
+ehi_poll_events(int wants)
+{
+	return (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
+}
+
 /* Whether the socket is ready for what wants asks, without waiting. */
 static int
 socket_ready(int fd, int wants)
 {
-	struct pollfd pfd = {.fd = fd, .events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) |
-													  ((wants & EH_WANT_WRITE) ? POLLOUT : 0))};
+	struct pollfd pfd = {.fd = fd, .events = ehi_poll_events(wants)};
 
 	return fd >= 0 && poll(&pfd, 1, 0) > 0;
 }
@@ -294,7 +300,7 @@ ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline)
 			return 0;
 		wants = ehi_conn_wants(ac);
 		pfd.fd = PQsocket(ac->pg);
-		pfd.events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
+		pfd.events = ehi_poll_events(wants);
 		pfd.revents = 0;
 		if (poll(&pfd, 1, (int) (left > 3600000 ? 3600000 : left)) < 0 && errno != EINTR)
 			return 0;

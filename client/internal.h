@@ -187,6 +187,8 @@ int			ehi_conn_send(ehi_conn *ac, const char *sql, const char *stmt_name, int pr
 						  int nparams, const char *const *params, int timeout_ms);
 /* Takes the finished query's result (the caller PQclear()s it). */
 PGresult   *ehi_conn_take_result(ehi_conn *ac);
+/* poll()'s events (POLLIN, POLLOUT) for EH_WANT_* flags. */
+short		ehi_poll_events(int wants);
 /* EH_WANT_READ and/or EH_WANT_WRITE for the socket; 0 without one. */
 int			ehi_conn_wants(const ehi_conn *ac);
 void		ehi_conn_close(ehi_conn *ac);
