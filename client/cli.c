@@ -336,12 +336,15 @@ run_watch(const cli_options *o)
 	}
 
 	/*
-	 * The client's own event-loop interface: wait on its socket, the signal
+	 * The client's own event-loop interface: wait on its sockets, the signal
 	 * pipe and its next timer, then let it process what is ready.
 	 */
 	while (!interrupted)
 	{
-		struct pollfd fds[3];
+		struct pollfd fds[2 + EH_MAX_SOCKETS];
+		int			sockets[EH_MAX_SOCKETS];
+		int			wants[EH_MAX_SOCKETS];
+		int			nfds;
 		int			wait;
 		int			n = eh_process(c);
 
@@ -373,7 +376,7 @@ run_watch(const cli_options *o)
 		}
 		if (w.limit > 0 && w.seen >= w.limit)
 			break;
-		wait = eh_next_timeout_ms(c);
+		wait = eh_timeout_ms(c);
 		if (deadline >= 0)
 		{
 			double		left = deadline - now_seconds();
@@ -392,11 +395,17 @@ run_watch(const cli_options *o)
 		fds[0].events = POLLIN;
 		fds[1].fd = STDOUT_FILENO;	/* POLLERR once a pipe's reader is gone */
 		fds[1].events = 0;
-		fds[2].fd = eh_socket(c);	/* changes after a reconnect */
-		fds[2].events = (short) (((eh_socket_wants(c) & EH_WANT_READ) ? POLLIN : 0) |
-								 ((eh_socket_wants(c) & EH_WANT_WRITE) ? POLLOUT : 0));
-		fds[0].revents = fds[1].revents = fds[2].revents = 0;
-		if (poll(fds, fds[2].fd >= 0 ? 3 : 2, wait) < 0 && errno != EINTR)
+		/* The client's sockets change after a reconnect: asked each round. */
+		nfds = 2 + eh_sockets(c, sockets, wants, EH_MAX_SOCKETS);
+		for (int i = 2; i < nfds; i++)
+		{
+			fds[i].fd = sockets[i - 2];
+			fds[i].events = (short) (((wants[i - 2] & EH_WANT_READ) ? POLLIN : 0) |
+									 ((wants[i - 2] & EH_WANT_WRITE) ? POLLOUT : 0));
+		}
+		for (int i = 0; i < nfds; i++)
+			fds[i].revents = 0;
+		if (poll(fds, (nfds_t) nfds, wait) < 0 && errno != EINTR)
 		{
 			fprintf(stderr, "eventhub: poll failed: %s\n", strerror(errno));
 			status = 1;

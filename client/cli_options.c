@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_options.h"
+#include "eventhub.h"
 
 static const char usage_main[] =
 "eventhub: publish, watch and inspect eventhub events\n"
@@ -126,6 +127,20 @@ parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/*
+ * An integer option's value in [min, max]; otherwise says in err that
+ * flag needs what (a phrase such as "milliseconds from 10 to 86400000").
+ */
+static int
+int_option(const char *flag, const char *what, const char *value, int64_t min, int64_t max,
+		   int64_t *out, char *err, size_t errlen)
+{
+	if (parse_int64(value, min, max, out) == 0)
+		return 0;
+	snprintf(err, errlen, "%s needs %s, not \"%s\"", flag, what, value);
+	return -1;
 }
 
 static int	id_too_long(const char *flag, const char *id, char *err, size_t errlen);
@@ -268,19 +283,13 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				opts->data = optarg;
 				break;
 			case OPT_AFTER:
-				if (parse_int64(optarg, 0, INT64_MAX, &v) != 0)
-				{
-					snprintf(err, errlen, "--after needs a revision >= 0, not \"%s\"", optarg);
+				if (int_option("--after", "a revision >= 0", optarg, 0, INT64_MAX, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->after = v;
 				break;
 			case OPT_COUNT:
-				if (parse_int64(optarg, 1, INT64_MAX, &v) != 0)
-				{
-					snprintf(err, errlen, "--count needs a number >= 1, not \"%s\"", optarg);
+				if (int_option("--count", "a number >= 1", optarg, 1, INT64_MAX, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->count = v;
 				break;
 			case OPT_TIMEOUT:
@@ -299,11 +308,8 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 					break;
 				}
 			case OPT_POLL:
-				if (parse_int64(optarg, 10, 86400000, &v) != 0)
-				{
-					snprintf(err, errlen, "--poll-interval needs milliseconds from 10 to 86400000, not \"%s\"", optarg);
+				if (int_option("--poll-interval", "milliseconds from 10 to 86400000", optarg, 10, 86400000, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->poll_interval_ms = (int) v;
 				break;
 			case OPT_NO_LISTEN:
@@ -313,30 +319,21 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				opts->all = 1;
 				break;
 			case OPT_BATCH_BYTES:
-				if (parse_int64(optarg, 1024, 1073741824, &v) != 0)
-				{
-					snprintf(err, errlen, "--batch-bytes needs a number of bytes from 1024 to 1073741824, not \"%s\"", optarg);
+				if (int_option("--batch-bytes", "a number of bytes from 1024 to 1073741824", optarg, 1024, 1073741824, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->batch_bytes = (int) v;
 				break;
 			case OPT_QUERY_TIMEOUT:
-				if (parse_int64(optarg, 100, 86400000, &v) != 0)
-				{
-					snprintf(err, errlen, "--query-timeout needs milliseconds from 100 to 86400000, not \"%s\"", optarg);
+				if (int_option("--query-timeout", "milliseconds from 100 to 86400000", optarg, 100, 86400000, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->query_timeout_ms = (int) v;
 				break;
 			case OPT_AFTER_VERSION:
 				opts->after_version = optarg;
 				break;
 			case OPT_FALLBACK_POLL:
-				if (parse_int64(optarg, 10, 86400000, &v) != 0)
-				{
-					snprintf(err, errlen, "--fallback-poll-interval needs milliseconds from 10 to 86400000, not \"%s\"", optarg);
+				if (int_option("--fallback-poll-interval", "milliseconds from 10 to 86400000", optarg, 10, 86400000, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->fallback_poll_interval_ms = (int) v;
 				break;
 			case OPT_HEARTBEAT_CONNINFO:
@@ -352,22 +349,16 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				opts->labels = optarg;
 				break;
 			case OPT_HEARTBEAT:
-				if (parse_int64(optarg, 100, 86400000, &v) != 0)
-				{
-					snprintf(err, errlen, "--heartbeat-interval needs milliseconds from 100 to 86400000, not \"%s\"", optarg);
+				if (int_option("--heartbeat-interval", "milliseconds from 100 to 86400000", optarg, 100, 86400000, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->heartbeat_interval_ms = (int) v;
 				break;
 			case OPT_JSON:
 				opts->json = 1;
 				break;
 			case OPT_FAIL_IF_LAG:
-				if (parse_int64(optarg, 0, INT64_MAX, &v) != 0)
-				{
-					snprintf(err, errlen, "--fail-if-lag needs a number of revisions >= 0, not \"%s\"", optarg);
+				if (int_option("--fail-if-lag", "a number of revisions >= 0", optarg, 0, INT64_MAX, &v, err, errlen) != 0)
 					return -1;
-				}
 				opts->fail_if_lag = v;
 				break;
 			case ':':
@@ -515,9 +506,9 @@ id_too_long(const char *flag, const char *id, char *err, size_t errlen)
 {
 	size_t		len = id ? strlen(id) : 0;
 
-	if (len <= CLI_MAX_ID_BYTES)
+	if (len <= EH_MAX_ID_BYTES)
 		return 0;
-	snprintf(err, errlen, "%s is %zu bytes long; the limit is %d bytes", flag, len, CLI_MAX_ID_BYTES);
+	snprintf(err, errlen, "%s is %zu bytes long; the limit is %d bytes", flag, len, EH_MAX_ID_BYTES);
 	return 1;
 }
 

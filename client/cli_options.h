@@ -11,9 +11,6 @@
 
 #define CLI_MAX_ORGS 1024
 
-/* The server's limit on organization, replica and correlation ids. */
-#define CLI_MAX_ID_BYTES 1024
-
 /* The widest cell of a table, in characters, the ellipsis included. */
 #define CLI_CELL_WIDTH 48
 

@@ -23,146 +23,6 @@
 #define DEFAULT_FALLBACK_POLL_INTERVAL_MS 250
 #define DEFAULT_QUERY_TIMEOUT_MS 30000
 #define DEFAULT_CLOSE_TIMEOUT_MS 1000
-/*
- * While something the caller cannot wait on is under way (the probe's or
- * the heartbeats' own connection, a write the socket must take), ask to be
- * called again this soon.
- */
-#define SIDE_WORK_POLL_MS 5
-
-/* ------------------------------------------------------------- helpers */
-
-/* Monotonic clock in milliseconds. */
-int64_t
-ehi_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* xorshift64*, per client: jitter needs no global state and no quality. */
-double
-ehi_random_unit(eh_client *c)
-{
-	c->rng ^= c->rng >> 12;
-	c->rng ^= c->rng << 25;
-	c->rng ^= c->rng >> 27;
-	return (double) ((c->rng * 2685821657736338717ULL) >> 11) / (double) (1ULL << 53);
-}
-
-void
-ehi_set_error(eh_client *c, const char *fmt,...)
-{
-	va_list		ap;
-	size_t		len;
-	char		buf[sizeof(c->errmsg)];
-
-	/* fmt's arguments may point into c->errmsg itself */
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	memcpy(c->errmsg, buf, sizeof(buf));
-	len = strlen(c->errmsg);
-	while (len > 0 && c->errmsg[len - 1] == '\n')
-		c->errmsg[--len] = '\0';
-	c->sqlstate[0] = '\0';
-}
-
-void
-ehi_log(eh_client *c, eh_log_level level, const char *fmt,...)
-{
-	char		buf[1024];
-	va_list		ap;
-	size_t		len;
-
-	if (!c->log_cb)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	len = strlen(buf);
-	while (len > 0 && buf[len - 1] == '\n')
-		buf[--len] = '\0';
-	{
-		int			was_in_callback = c->in_callback;
-
-		/* It may not call back into the client: the caller is mid-step. */
-		c->in_callback = 1;
-		c->log_cb(c, level, buf, c->log_arg);
-		c->in_callback = was_in_callback;
-	}
-}
-
-/* Records a failed result's message and SQLSTATE. */
-void
-ehi_set_result_error(eh_client *c, const ehi_conn *ac, const PGresult *res, const char *what)
-{
-	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-
-	if (primary)
-		ehi_set_error(c, "%s: %s", what, primary);
-	else
-		ehi_set_error(c, "%s: %s", what, ac->pg ? PQerrorMessage(ac->pg) : "no connection");
-	if (state)
-		snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", state);
-}
-
-eh_sub *
-ehi_find_sub(const eh_client *c, const char *org)
-{
-	return ehi_map_get(&c->by_org, org);
-}
-
-/* A new subscription at the end of the list; NULL (error set) when out of memory. */
-eh_sub *
-ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic)
-{
-	eh_sub	   *s = calloc(1, sizeof(eh_sub));
-	eh_sub	  **tail;
-
-	if (!s || !(s->org = strdup(org)) || ehi_map_put(&c->by_org, s->org, s) != 0)
-	{
-		if (s)
-			free(s->org);
-		free(s);
-		ehi_set_error(c, "out of memory");
-		return NULL;
-	}
-	s->cursor = cursor;
-	snprintf(s->version, sizeof(s->version), "%s", version);
-	if (version[0])
-		ehi_versions_delivered(&s->seen, version);
-	s->acked = -1;
-	s->automatic = automatic;
-	/* Subscriptions keep their order: the state query relies on it. */
-	for (tail = &c->subs; *tail; tail = &(*tail)->next)
-		;
-	*tail = s;
-	return s;
-}
-
-void
-ehi_set_token(eh_client *c, eh_sub *s, const char *token)
-{
-	if (strcmp(s->token, token) == 0)
-		return;
-	if (s->token[0] && ehi_map_get(&c->by_token, s->token) == s)
-		ehi_map_remove(&c->by_token, s->token);
-	snprintf(s->token, sizeof(s->token), "%s", token);
-	if (ehi_map_put(&c->by_token, s->token, s) != 0)
-		s->token[0] = '\0';		/* out of memory: found by polls only */
-}
-
-static void
-free_sub(eh_sub *s)
-{
-	free(s->org);
-	free(s->config_hash);
-	free(s);
-}
 
 /* ---------------------------------------------------------- life cycle */
 
@@ -179,18 +39,18 @@ eh_client_new(const char *conninfo)
 		free(c);
 		return NULL;
 	}
-	c->listen_enabled = 1;
-	c->poll_interval_ms = DEFAULT_POLL_INTERVAL_MS;
-	c->batch_size = DEFAULT_BATCH_SIZE;
-	c->batch_bytes = DEFAULT_BATCH_BYTES;
-	c->query_timeout_ms = DEFAULT_QUERY_TIMEOUT_MS;
-	c->close_timeout_ms = DEFAULT_CLOSE_TIMEOUT_MS;
-	c->backoff_initial_ms = DEFAULT_BACKOFF_INITIAL_MS;
-	c->backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
-	c->backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
-	c->error_backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
-	c->fallback_poll_interval_ms = DEFAULT_FALLBACK_POLL_INTERVAL_MS;
-	c->heartbeat_interval_ms = DEFAULT_HEARTBEAT_INTERVAL_MS;
+	c->cfg.listen_enabled = 1;
+	c->cfg.poll_interval_ms = DEFAULT_POLL_INTERVAL_MS;
+	c->cfg.batch_size = DEFAULT_BATCH_SIZE;
+	c->cfg.batch_bytes = DEFAULT_BATCH_BYTES;
+	c->cfg.query_timeout_ms = DEFAULT_QUERY_TIMEOUT_MS;
+	c->cfg.close_timeout_ms = DEFAULT_CLOSE_TIMEOUT_MS;
+	c->cfg.backoff_initial_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->cfg.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+	c->link.backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->link.error_backoff_ms = DEFAULT_BACKOFF_INITIAL_MS;
+	c->cfg.fallback_poll_interval_ms = DEFAULT_FALLBACK_POLL_INTERVAL_MS;
+	c->replica.interval_ms = DEFAULT_HEARTBEAT_INTERVAL_MS;
 	c->rng = ((uint64_t) ehi_now_ms() << 20) ^ (uint64_t) getpid() ^ (uint64_t) (uintptr_t) c;
 	if (c->rng == 0)
 		c->rng = 0x9E3779B97F4A7C15ULL;
@@ -200,29 +60,14 @@ eh_client_new(const char *conninfo)
 void
 eh_client_free(eh_client *c)
 {
-	eh_sub	   *s;
-
 	if (!c)
 		return;
 	ehi_deregister(c);
-	ehi_conn_close(&c->conn);
-	ehi_conn_close(&c->probe_conn);
-	ehi_conn_close(&c->heartbeat_conn);
-	s = c->subs;
-	while (s)
-	{
-		eh_sub	   *next = s->next;
-
-		free_sub(s);
-		s = next;
-	}
-	ehi_map_free(&c->by_org);
-	ehi_map_free(&c->by_token);
-	free(c->tokens_pending);
-	free(c->replica_id);
-	free(c->replica_labels);
-	free(c->replica_version);
-	free(c->heartbeat_conninfo);
+	ehi_conn_close(&c->link.conn);
+	ehi_conn_close(&c->listen.probe_conn);
+	ehi_free_replica(c);
+	ehi_free_subs(c);
+	ehi_publish_clear(c);
 	free(c->conninfo);
 	free(c);
 }
@@ -234,8 +79,8 @@ eh_set_event_callback(eh_client *c, eh_event_cb cb, void *arg)
 {
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	c->event_cb = cb;
-	c->event_arg = arg;
+	c->cb.event = cb;
+	c->cb.event_arg = arg;
 	return EH_OK;
 }
 
@@ -244,8 +89,8 @@ eh_set_resync_callback(eh_client *c, eh_resync_cb cb, void *arg)
 {
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	c->resync_cb = cb;
-	c->resync_arg = arg;
+	c->cb.resync = cb;
+	c->cb.resync_arg = arg;
 	return EH_OK;
 }
 
@@ -254,26 +99,34 @@ eh_set_log_callback(eh_client *c, eh_log_cb cb, void *arg)
 {
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	c->log_cb = cb;
-	c->log_arg = arg;
+	c->cb.log = cb;
+	c->cb.log_arg = arg;
 	return EH_OK;
 }
 
-/* Checks that value is at least min; sets the error naming what otherwise. */
+/*
+ * Sets *field to value if it is at least min; otherwise sets the error
+ * naming what.  The integer setters are this.
+ */
 static int
-check_min(eh_client *c, const char *what, int value, int min, const char *unit)
+set_min(eh_client *c, int *field, const char *what, int value, int min, const char *unit)
 {
-	if (value >= min)
-		return EH_OK;
-	ehi_set_error(c, "%s must be at least %d%s, not %d", what, min, unit, value);
-	return EH_ERR_ARGUMENT;
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (value < min)
+	{
+		ehi_set_error(c, "%s must be at least %d%s, not %d", what, min, unit, value);
+		return EH_ERR_ARGUMENT;
+	}
+	*field = value;
+	return EH_OK;
 }
 
 /* Refuses a setting that must come before the first connection. */
 static int
 before_connecting(eh_client *c, const char *what)
 {
-	if (c->conn.state == EHI_CONN_NONE && !c->ever_connected)
+	if (c->link.conn.state == EHI_CONN_NONE && !c->link.ever_connected)
 		return EH_OK;
 	ehi_set_error(c, "%s must be called before connecting", what);
 	return EH_ERR_ARGUMENT;
@@ -282,24 +135,17 @@ before_connecting(eh_client *c, const char *what)
 int
 eh_set_poll_interval(eh_client *c, int interval_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "poll interval", interval_ms, 10, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->poll_interval_ms = interval_ms;
-	ehi_schedule_poll(c);
-	return EH_OK;
+	int			rc = set_min(c, c ? &c->cfg.poll_interval_ms : NULL, "poll interval", interval_ms, 10, " ms");
+
+	if (rc == EH_OK)
+		ehi_schedule_poll(c);
+	return rc;
 }
 
 int
 eh_set_fallback_poll_interval(eh_client *c, int interval_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "fallback poll interval", interval_ms, 10, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->fallback_poll_interval_ms = interval_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.fallback_poll_interval_ms : NULL, "fallback poll interval", interval_ms, 10, " ms");
 }
 
 int
@@ -309,7 +155,7 @@ eh_set_listen(eh_client *c, int enabled)
 		return EH_ERR_ARGUMENT;
 	if (before_connecting(c, "eh_set_listen") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	c->listen_enabled = enabled != 0;
+	c->cfg.listen_enabled = enabled != 0;
 	return EH_OK;
 }
 
@@ -323,41 +169,26 @@ eh_set_batch_size(eh_client *c, int max_events)
 		ehi_set_error(c, "batch size must be between 1 and 100000, not %d", max_events);
 		return EH_ERR_ARGUMENT;
 	}
-	c->batch_size = max_events;
+	c->cfg.batch_size = max_events;
 	return EH_OK;
 }
 
 int
 eh_set_batch_bytes(eh_client *c, int max_bytes)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "batch bytes", max_bytes, 1, "") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->batch_bytes = max_bytes;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.batch_bytes : NULL, "batch bytes", max_bytes, 1, "");
 }
 
 int
 eh_set_query_timeout(eh_client *c, int timeout_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "query timeout", timeout_ms, 100, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->query_timeout_ms = timeout_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.query_timeout_ms : NULL, "query timeout", timeout_ms, 100, " ms");
 }
 
 int
 eh_set_close_timeout(eh_client *c, int timeout_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "close timeout", timeout_ms, 0, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->close_timeout_ms = timeout_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->cfg.close_timeout_ms : NULL, "close timeout", timeout_ms, 0, " ms");
 }
 
 int
@@ -370,9 +201,9 @@ eh_set_reconnect_backoff(eh_client *c, int initial_ms, int max_ms)
 		ehi_set_error(c, "reconnect backoff needs 1 <= initial (%d) <= max (%d) <= 3600000", initial_ms, max_ms);
 		return EH_ERR_ARGUMENT;
 	}
-	c->backoff_initial_ms = initial_ms;
-	c->backoff_max_ms = max_ms;
-	c->backoff_ms = initial_ms;
+	c->cfg.backoff_initial_ms = initial_ms;
+	c->cfg.backoff_max_ms = max_ms;
+	c->link.backoff_ms = initial_ms;
 	return EH_OK;
 }
 
@@ -418,9 +249,9 @@ eh_set_replica(eh_client *c, const char *replica_id, const char *labels_json, co
 		return EH_ERR_ARGUMENT;
 	if (check_id(c, "replica id", replica_id) != EH_OK || before_connecting(c, "eh_set_replica") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	if ((rc = replace_string(c, &c->replica_id, replica_id)) != EH_OK ||
-		(rc = replace_string(c, &c->replica_labels, labels_json)) != EH_OK ||
-		(rc = replace_string(c, &c->replica_version, version)) != EH_OK)
+	if ((rc = replace_string(c, &c->replica.id, replica_id)) != EH_OK ||
+		(rc = replace_string(c, &c->replica.labels, labels_json)) != EH_OK ||
+		(rc = replace_string(c, &c->replica.version, version)) != EH_OK)
 		return rc;
 	return EH_OK;
 }
@@ -432,18 +263,13 @@ eh_set_heartbeat_conninfo(eh_client *c, const char *conninfo)
 		return EH_ERR_ARGUMENT;
 	if (before_connecting(c, "eh_set_heartbeat_conninfo") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	return replace_string(c, &c->heartbeat_conninfo, conninfo);
+	return replace_string(c, &c->replica.conninfo, conninfo);
 }
 
 int
 eh_set_heartbeat_interval(eh_client *c, int interval_ms)
 {
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_min(c, "heartbeat interval", interval_ms, 100, " ms") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->heartbeat_interval_ms = interval_ms;
-	return EH_OK;
+	return set_min(c, c ? &c->replica.interval_ms : NULL, "heartbeat interval", interval_ms, 100, " ms");
 }
 
 int
@@ -561,7 +387,7 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 	}
 	else if (!ehi_add_sub(c, org, after_revision, version, 0))
 		return EH_ERR_MEMORY;
-	c->next_poll_at = 0;
+	c->link.next_poll_at = 0;
 	return EH_OK;
 }
 
@@ -586,15 +412,15 @@ eh_subscribe_all(eh_client *c, int64_t from)
 		ehi_set_error(c, "eh_subscribe_all starts from 0 or EH_FROM_HEAD, not %lld", (long long) from);
 		return EH_ERR_ARGUMENT;
 	}
-	if (c->follow_all)
+	if (c->all.on)
 	{
 		ehi_set_error(c, "already following every organization");
 		return EH_ERR_ARGUMENT;
 	}
-	c->follow_all = 1;
-	c->follow_all_from = from;
-	c->discovered = 0;
-	c->next_poll_at = 0;
+	c->all.on = 1;
+	c->all.from = from;
+	c->all.discovered = 0;
+	c->link.next_poll_at = 0;
 	return EH_OK;
 }
 
@@ -617,19 +443,7 @@ eh_unsubscribe(eh_client *c, const char *org)
 					  "not subscribed to organization \"%s\"", org);
 		return EH_ERR_ARGUMENT;
 	}
-	ehi_forget_sub(c, s);
-	for (eh_sub **p = &c->subs; *p; p = &(*p)->next)
-	{
-		if (*p == s)
-		{
-			*p = s->next;
-			break;
-		}
-	}
-	ehi_map_remove(&c->by_org, s->org);
-	if (s->token[0] && ehi_map_get(&c->by_token, s->token) == s)
-		ehi_map_remove(&c->by_token, s->token);
-	free_sub(s);
+	ehi_remove_sub(c, s);
 	return EH_OK;
 }
 
@@ -656,22 +470,22 @@ eh_connect(eh_client *c)
 {
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	if (c->conn.state != EHI_CONN_NONE)
+	if (c->link.conn.state != EHI_CONN_NONE)
 		return EH_OK;
 	ehi_start_connecting(c);
-	return c->conn.state == EHI_CONN_NONE ? EH_ERR_CONNECTION : EH_OK;
+	return c->link.conn.state == EHI_CONN_NONE ? EH_ERR_CONNECTION : EH_OK;
 }
 
 int
 eh_socket(const eh_client *c)
 {
-	return (c && c->conn.pg) ? PQsocket(c->conn.pg) : -1;
+	return (c && c->link.conn.pg) ? PQsocket(c->link.conn.pg) : -1;
 }
 
 int
 eh_socket_wants(const eh_client *c)
 {
-	return c ? ehi_conn_wants(&c->conn) : 0;
+	return c ? ehi_conn_wants(&c->link.conn) : 0;
 }
 
 int
@@ -696,8 +510,7 @@ eh_process(eh_client *c)
 	c->stop = 0;
 	c->delivered = 0;
 	c->pending_error = 0;
-	ehi_drive_connection(c);
-	ehi_drive_heartbeat_conn(c);
+	ehi_drive(c);
 	rc = c->pending_error;
 	c->pending_error = 0;
 	if (c->delivered > 0 && rc != 0)
@@ -708,75 +521,43 @@ eh_process(eh_client *c)
 int
 eh_next_timeout_ms(const eh_client *c)
 {
-	int64_t		now,
-				at;
+	return c ? ehi_timeout_ms(c, 0) : 0;
+}
 
-	if (!c)
+int
+eh_timeout_ms(const eh_client *c)
+{
+	return c ? ehi_timeout_ms(c, 1) : 0;
+}
+
+int
+eh_sockets(const eh_client *c, int *fds, int *wants, int max)
+{
+	if (!c || !fds || !wants || max <= 0)
 		return 0;
-	now = ehi_now_ms();
-	switch (c->conn.state)
-	{
-		case EHI_CONN_NONE:
-			at = c->reconnect_at;
-			break;
-		case EHI_CONN_CONNECTING:
-		case EHI_CONN_BUSY:
-			at = c->conn.deadline;
-			if (c->conn.flushing || c->conn.state == EHI_CONN_CONNECTING)
-				at = at < now + SIDE_WORK_POLL_MS ? at : now + SIDE_WORK_POLL_MS;
-			break;
-		default:
-			if (c->mode == LISTEN_PROBING)
-			{
-				at = c->probe_deadline;
-				if (c->probe_conn.state != EHI_CONN_NONE && at > now + SIDE_WORK_POLL_MS)
-					at = now + SIDE_WORK_POLL_MS;
-				break;
-			}
-			if (c->paused_until > now)
-			{
-				at = c->paused_until;
-				break;
-			}
-			if (ehi_work_pending(c) || c->mode == LISTEN_STARTING)
-				return 0;
-			at = c->next_poll_at;
-			if (c->next_discover_at && c->next_discover_at < at)
-				at = c->next_discover_at;
-			if (c->replica_id && !c->heartbeat_conninfo && c->next_heartbeat_at < at)
-				at = c->next_heartbeat_at;
-			break;
-	}
-	if (c->heartbeat_conninfo && c->replica_id)
-	{
-		if (c->heartbeat_conn.state == EHI_CONN_CONNECTING || c->heartbeat_conn.state == EHI_CONN_BUSY)
-			at = at < now + SIDE_WORK_POLL_MS ? at : now + SIDE_WORK_POLL_MS;
-		else if (c->hello_done && c->next_heartbeat_at < at)	/* it waits for the main one */
-			at = c->next_heartbeat_at;
-	}
-	if (at <= now)
-		return 0;
-	return at - now > 3600000 ? 3600000 : (int) (at - now);
+	return ehi_sockets(c, fds, wants, max);
 }
 
 /*
- * One round of eh_wait(): processes, then waits for the socket or the next
- * timeout, at most until deadline (-1: none).  Returns what eh_process()
- * returned, or EH_ERR_CONNECTION when poll() fails; *interrupted tells
- * whether a signal cut the wait short.
+ * One round of eh_wait() and of the blocking publish: processes, then
+ * waits for the sockets or the next timeout, at most until deadline (-1:
+ * none).  Returns what eh_process() returned, or EH_ERR_CONNECTION when
+ * poll() fails; *interrupted tells whether a signal cut the wait short.
  */
 static int
 wait_once(eh_client *c, int64_t deadline, int *interrupted)
 {
 	int			n = eh_process(c);
 	int			wait;
-	int			wants;
-	struct pollfd pfd;
+	int			fds[EH_MAX_SOCKETS];
+	int			wants[EH_MAX_SOCKETS];
+	struct pollfd pfd[EH_MAX_SOCKETS];
+	int			nfds;
 
 	*interrupted = 0;
 	if (n != 0)
 		return n;
-	wait = eh_next_timeout_ms(c);
+	wait = eh_timeout_ms(c);
 	if (deadline >= 0)
 	{
 		int64_t		left = deadline - ehi_now_ms();
@@ -788,11 +569,14 @@ wait_once(eh_client *c, int64_t deadline, int *interrupted)
 	}
 	if (wait == 0)
 		return 0;
-	wants = eh_socket_wants(c);
-	pfd.fd = eh_socket(c);
-	pfd.events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
-	pfd.revents = 0;
-	if (poll(&pfd, pfd.fd >= 0 && wants ? 1 : 0, wait) < 0)
+	nfds = eh_sockets(c, fds, wants, EH_MAX_SOCKETS);
+	for (int i = 0; i < nfds; i++)
+	{
+		pfd[i].fd = fds[i];
+		pfd[i].events = ehi_poll_events(wants[i]);
+		pfd[i].revents = 0;
+	}
+	if (poll(pfd, (nfds_t) nfds, wait) < 0)
 	{
 		if (errno == EINTR)
 		{
@@ -829,13 +613,10 @@ eh_wait(eh_client *c, int timeout_ms)
 }
 
 int
-eh_publish(eh_client *c, const char *org, const char *event_type, const char *action,
-		   const char *entity_id, const char *correlation_id, const char *event_data,
-		   int64_t *revision)
+eh_publish_send(eh_client *c, const char *org, const char *event_type, const char *action,
+				const char *entity_id, const char *correlation_id, const char *event_data)
 {
-	const char *params[6];
-	int64_t		deadline;
-	uint64_t	failures;
+	const char *args[6] = {org, event_type, action, entity_id, correlation_id, event_data};
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
@@ -844,95 +625,93 @@ eh_publish(eh_client *c, const char *org, const char *event_type, const char *ac
 		ehi_set_error(c, "eh_publish cannot be called from a callback");
 		return EH_ERR_ARGUMENT;
 	}
-	if (!org || !event_type || !action || !entity_id || !event_data || !revision)
+	if (c->publish.state != PUBLISH_NONE)
 	{
-		ehi_set_error(c, "eh_publish needs organization_id, event_type, action, entity_id, event_data and revision");
+		ehi_set_error(c, "a publish is already under way: take its result with eh_publish_result()");
 		return EH_ERR_ARGUMENT;
 	}
-
-	/*
-	 * Connected, and nothing else out: run the loop until then, giving up
-	 * at the first failed attempt or lost connection.
-	 */
-	deadline = ehi_now_ms() + c->query_timeout_ms;
-	failures = c->failures;
-	if (c->conn.state == EHI_CONN_NONE)
-		c->reconnect_at = 0;
-	c->hold_queries = 1;
-	while (!(c->conn.state == EHI_CONN_IDLE && c->hello_done && c->mode != LISTEN_PROBING &&
-			 c->mode != LISTEN_STARTING))
+	if (!org || !event_type || !action || !entity_id || !event_data)
 	{
-		/* One round at a time: the connection may be ready with nothing to deliver. */
-		int			interrupted;
-		int			rc = wait_once(c, deadline, &interrupted);
-
-		if (rc < 0 && rc != EH_ERR_SERVER)
+		ehi_set_error(c, "eh_publish needs organization_id, event_type, action, entity_id and event_data");
+		return EH_ERR_ARGUMENT;
+	}
+	if (check_id(c, "organization id", org) != EH_OK ||
+		(correlation_id && check_id(c, "correlation id", correlation_id) != EH_OK))
+		return EH_ERR_ARGUMENT;
+	for (int i = 0; i < 6; i++)
+	{
+		if (args[i] && !(c->publish.params[i] = strdup(args[i])))
 		{
-			c->hold_queries = 0;
-			return rc;
-		}
-		if (c->failures != failures)
-		{
-			c->hold_queries = 0;
-			return EH_ERR_CONNECTION;
-		}
-		if (ehi_now_ms() >= deadline)
-		{
-			c->hold_queries = 0;
-			if (c->conn.state != EHI_CONN_IDLE || !c->hello_done)
-			{
-				if (!c->errmsg[0] || c->conn.state != EHI_CONN_NONE)
-					ehi_set_error(c, "could not publish: not connected in time");
-				return EH_ERR_CONNECTION;
-			}
-			break;
+			ehi_publish_clear(c);
+			ehi_set_error(c, "out of memory");
+			return EH_ERR_MEMORY;
 		}
 	}
-	c->hold_queries = 0;
-	params[0] = org;
-	params[1] = event_type;
-	params[2] = action;
-	params[3] = entity_id;
-	params[4] = correlation_id;
-	params[5] = event_data;
-	c->publish_revision = -1;
-	if (ehi_send(c, OP_PUBLISH, NULL, "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)",
-				 6, params) != 0)
-		return EH_ERR_CONNECTION;
+	c->publish.state = PUBLISH_QUEUED;
+	c->publish.deadline = ehi_now_ms() + c->cfg.query_timeout_ms;
+	c->publish.failures = c->link.failures;
 	c->errmsg[0] = '\0';
 	c->sqlstate[0] = '\0';
-	while (c->conn.state == EHI_CONN_BUSY && c->op == OP_PUBLISH)
-	{
-		ehi_step	st = ehi_conn_step(&c->conn);
-		struct pollfd pfd;
-		int			wants;
-
-		if (st == EHI_STEP_FAILED)
-		{
-			ehi_set_error(c, "publishing failed: %s", c->conn.error);
-			ehi_connection_lost(c, c->errmsg);
-			return EH_ERR_CONNECTION;
-		}
-		if (st == EHI_STEP_RESULT)
-		{
-			PGresult   *res = ehi_conn_take_result(&c->conn);
-
-			c->op = OP_NONE;
-			ehi_handle_result(c, OP_PUBLISH, NULL, res);
-			PQclear(res);
-			break;
-		}
-		wants = ehi_conn_wants(&c->conn);
-		pfd.fd = PQsocket(c->conn.pg);
-		pfd.events = (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
-		pfd.revents = 0;
-		(void) poll(&pfd, 1, 50);
-	}
-	ehi_drain_notifications(c);
-	if (c->publish_revision < 0)
-		return c->conn.state == EHI_CONN_NONE ? EH_ERR_CONNECTION : EH_ERR_SERVER;
-	*revision = c->publish_revision;
+	/* Connect now rather than after a backoff. */
+	if (c->link.conn.state == EHI_CONN_NONE)
+		c->link.reconnect_at = 0;
 	return EH_OK;
+}
+
+int
+eh_publish_result(eh_client *c, int64_t *revision)
+{
+	int			rc;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (c->publish.state == PUBLISH_NONE)
+	{
+		ehi_set_error(c, "no publish under way");
+		return EH_ERR_ARGUMENT;
+	}
+	if (c->publish.state != PUBLISH_DONE)
+		return EH_PUBLISH_PENDING;
+	rc = c->publish.rc;
+	if (rc == EH_OK && revision)
+		*revision = c->publish.revision;
+	if (rc < 0)
+	{
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->publish.errmsg);
+		snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", c->publish.sqlstate);
+	}
+	ehi_publish_clear(c);
+	return rc;
+}
+
+int
+eh_publish(eh_client *c, const char *org, const char *event_type, const char *action,
+		   const char *entity_id, const char *correlation_id, const char *event_data,
+		   int64_t *revision)
+{
+	int			rc;
+
+	if (c && !revision)
+	{
+		ehi_set_error(c, "eh_publish needs a place for the revision");
+		return EH_ERR_ARGUMENT;
+	}
+	if ((rc = eh_publish_send(c, org, event_type, action, entity_id, correlation_id, event_data)) != EH_OK)
+		return rc;
+	/* Events delivered meanwhile go to the callback; refused polls pass. */
+	while ((rc = eh_publish_result(c, revision)) == EH_PUBLISH_PENDING)
+	{
+		int			interrupted;
+		int			n = wait_once(c, -1, &interrupted);
+
+		if (n < 0 && n != EH_ERR_SERVER && n != EH_ERR_CONNECTION)
+		{
+			/* Out of memory or poll() failing: give the publish up. */
+			ehi_publish_clear(c);
+			return n;
+		}
+	}
+	return rc;
 }
 
 /* ------------------------------------------------------------- readers */
@@ -952,49 +731,6 @@ eh_last_lag_ms(const eh_client *c)
 }
 
 const char *
-eh_stat_name(eh_stat_id id)
-{
-	static const char *const names[EH_STAT_COUNT] = {
-		"events_delivered", "notifications", "polls", "reconnects", "resyncs", "heartbeats",
-		"fetches", "discoveries"
-	};
-
-	return (int) id >= 0 && id < EH_STAT_COUNT ? names[id] : "unknown";
-}
-
-const char *
-eh_resync_reason_name(eh_resync_reason reason)
-{
-	switch (reason)
-	{
-		case EH_RESYNC_HISTORY_REMOVED:
-			return "history_removed";
-		case EH_RESYNC_CURSOR_AHEAD:
-			return "cursor_ahead";
-		case EH_RESYNC_VERSION_MISMATCH:
-			return "version_mismatch";
-	}
-	return "unknown";
-}
-
-const char *
-eh_log_level_name(eh_log_level level)
-{
-	switch (level)
-	{
-		case EH_LOG_DEBUG:
-			return "debug";
-		case EH_LOG_INFO:
-			return "info";
-		case EH_LOG_WARNING:
-			return "warning";
-		case EH_LOG_ERROR:
-			return "error";
-	}
-	return "unknown";
-}
-
-const char *
 eh_error_message(const eh_client *c)
 {
 	return c ? c->errmsg : "no client";
@@ -1009,36 +745,17 @@ eh_error_sqlstate(const eh_client *c)
 int
 eh_error_retryable(const eh_client *c)
 {
-	const char *state = c ? c->sqlstate : "";
-
-	/*
-	 * What a retry cannot fix: authorization (class 28), a database that does
-	 * not exist (3D000), a missing privilege (42501), a bad argument (class
-	 * 22) or an unsupported feature (0A).  Everything else (lock and
-	 * statement timeouts, serialization failures, the extension or a table
-	 * missing while it is reinstalled, a server shutting down) may pass.
-	 */
-	if (!state[0])
-		return 1;
-	return !(strncmp(state, "28", 2) == 0 || strcmp(state, "42501") == 0 ||
-			 strcmp(state, "3D000") == 0 ||
-			 strncmp(state, "22", 2) == 0 || strncmp(state, "0A", 2) == 0);
+	return ehi_sqlstate_retryable(c ? c->sqlstate : "");
 }
 
 int
 eh_is_connected(const eh_client *c)
 {
-	return c && c->conn.state != EHI_CONN_NONE && c->conn.state != EHI_CONN_CONNECTING && c->hello_done;
+	return c && c->link.conn.state != EHI_CONN_NONE && c->link.conn.state != EHI_CONN_CONNECTING && c->link.hello_done;
 }
 
 int
 eh_is_listening(const eh_client *c)
 {
-	return c && c->mode == LISTEN_ON && eh_is_connected(c);
-}
-
-const char *
-eh_version(void)
-{
-	return EVENTHUB_VERSION;
+	return c && c->listen.mode == LISTEN_ON && eh_is_connected(c);
 }

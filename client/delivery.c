@@ -11,10 +11,11 @@
  * moves to it.  So nothing is skipped and nothing is delivered twice,
  * whatever the hints do.
  *
- * One query is out at a time; ehi_next_query() chooses it: the LISTEN
- * still due, a poll when due, tokens of organizations just discovered, the
- * heads a resync needs, a heartbeat, then fetches, one subscription after
- * another, so that a busy organization does not starve the rest.
+ * One query is out at a time; session.c chooses it, asking here for the
+ * next poll, tokens of organizations just discovered, the heads a resync
+ * needs (ehi_next_catalog_query), and fetches, one subscription after
+ * another, so that a busy organization does not starve the rest
+ * (ehi_next_fetch).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,113 @@
 #define HEAD_SQL \
 	"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = $1"
 
+/* -------------------------------------------------------- subscriptions */
+
+eh_sub *
+ehi_find_sub(const eh_client *c, const char *org)
+{
+	return ehi_map_get(&c->by_org, org);
+}
+
+/* A new subscription at the end of the list; NULL (error set) when out of memory. */
+eh_sub *
+ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic)
+{
+	eh_sub	   *s = calloc(1, sizeof(eh_sub));
+	eh_sub	  **tail;
+
+	if (!s || !(s->org = strdup(org)) || ehi_map_put(&c->by_org, s->org, s) != 0)
+	{
+		if (s)
+			free(s->org);
+		free(s);
+		ehi_set_error(c, "out of memory");
+		return NULL;
+	}
+	s->cursor = cursor;
+	snprintf(s->version, sizeof(s->version), "%s", version);
+	if (version[0])
+		ehi_versions_delivered(&s->seen, version);
+	s->acked = -1;
+	s->automatic = automatic;
+	/* Subscriptions keep their order: the state query relies on it. */
+	for (tail = &c->subs; *tail; tail = &(*tail)->next)
+		;
+	*tail = s;
+	return s;
+}
+
+/* The subscription's notifications carry token; a changed one replaces the old. */
+static void
+set_token(eh_client *c, eh_sub *s, const char *token)
+{
+	if (strcmp(s->token, token) == 0)
+		return;
+	if (s->token[0] && ehi_map_get(&c->by_token, s->token) == s)
+		ehi_map_remove(&c->by_token, s->token);
+	snprintf(s->token, sizeof(s->token), "%s", token);
+	if (ehi_map_put(&c->by_token, s->token, s) != 0)
+		s->token[0] = '\0';		/* out of memory: found by polls only */
+}
+
+static void
+drop_held(eh_client *c)
+{
+	if (c->held.res)
+		PQclear(c->held.res);
+	c->held.res = NULL;
+	c->held.sub = NULL;
+}
+
+/*
+ * Called before a subscription goes away or restarts elsewhere: a query
+ * out for it, or the rest of a stopped batch, answers the old cursor.
+ */
+void
+ehi_forget_sub(eh_client *c, eh_sub *s)
+{
+	if (c->link.op_sub == s)
+		c->link.op_sub = NULL;	/* its answer is dropped */
+	if (c->fetch_next == s)
+		c->fetch_next = s->next;
+	if (c->held.sub == s)
+		drop_held(c);
+}
+
+/* Removes an explicit subscription. */
+void
+ehi_remove_sub(eh_client *c, eh_sub *s)
+{
+	ehi_forget_sub(c, s);
+	for (eh_sub **p = &c->subs; *p; p = &(*p)->next)
+	{
+		if (*p == s)
+		{
+			*p = s->next;
+			break;
+		}
+	}
+	ehi_map_remove(&c->by_org, s->org);
+	if (s->token[0] && ehi_map_get(&c->by_token, s->token) == s)
+		ehi_map_remove(&c->by_token, s->token);
+	free(s->org);
+	free(s->config_hash);
+	free(s);
+}
+
+/* Frees every subscription and what the delivery keeps. */
+void
+ehi_free_subs(eh_client *c)
+{
+	drop_held(c);
+	while (c->subs)
+		ehi_remove_sub(c, c->subs);
+	ehi_map_free(&c->by_org);
+	ehi_map_free(&c->by_token);
+	free(c->all.tokens_pending);
+	c->all.tokens_pending = NULL;
+}
+
 /* The subscription is at version ("" unknown). */
 static void
 set_version(eh_sub *s, const char *version)
@@ -106,10 +214,10 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 	set_version(s, head_version ? head_version : "");
 	/* needs_fetch stays: a notification may have named a revision above head */
 	s->acked = -1;				/* the reload covers the head */
-	if (c->resync_cb)
+	if (c->cb.resync)
 	{
 		c->in_callback = 1;
-		c->resync_cb(c, s->org, reason, head, c->resync_arg);
+		c->cb.resync(c, s->org, reason, head, c->cb.resync_arg);
 		c->in_callback = 0;
 	}
 }
@@ -140,34 +248,16 @@ compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version, co
 		s->needs_fetch = 1;
 }
 
-/* A standby that was promoted: notifications may work now. */
+/* A standby that was promoted: notifications may work now (session.c). */
 static void
 check_promotion(eh_client *c, int in_recovery)
 {
-	if (c->mode == LISTEN_OFF && c->no_listen == NO_LISTEN_STANDBY && !in_recovery &&
-		c->conn.state == EHI_CONN_IDLE)
+	if (c->listen.mode == LISTEN_OFF && c->listen.no_listen == NO_LISTEN_STANDBY && !in_recovery &&
+		c->link.conn.state == EHI_CONN_IDLE)
 	{
 		ehi_log(c, EH_LOG_INFO, "the server is no longer a standby");
-		ehi_choose_listening(c, 0);
+		c->listen.promoted = 1; /* the session probes LISTEN again */
 	}
-}
-
-/*
- * A query the server refused (or the connection broke): records why, and
- * either reconnects or pauses before the next query.
- */
-static void
-query_failed(eh_client *c, PGresult *res, const char *what)
-{
-	ehi_set_result_error(c, &c->conn, res, what);
-	if (ehi_result_breaks_connection(&c->conn, res))
-	{
-		ehi_connection_lost(c, c->errmsg);
-		return;
-	}
-	ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
-	ehi_retry_later(c);
-	c->pending_error = EH_ERR_SERVER;
 }
 
 /* ---------------------------------------------------------------- polls */
@@ -212,10 +302,10 @@ handle_state(eh_client *c, PGresult *res)
 {
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		query_failed(c, res, "checking organization_states failed");
+		ehi_query_failed(c, res, "checking organization_states failed");
 		return;
 	}
-	c->error_backoff_ms = c->backoff_initial_ms;
+	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
 
 	/*
 	 * Each row names its subscription and the cursor it was asked about:
@@ -230,7 +320,7 @@ handle_state(eh_client *c, PGresult *res)
 		if (!s || (s->cursor > 0 ? s->cursor : 0) != strtoll(PQgetvalue(res, row, 6), NULL, 10))
 			continue;
 		if (!PQgetisnull(res, row, 3))
-			ehi_set_token(c, s, PQgetvalue(res, row, 3));
+			set_token(c, s, PQgetvalue(res, row, 3));
 		compare_head(c, s, registered ? strtoll(PQgetvalue(res, row, 0), NULL, 10) : 0,
 					 registered ? PQgetvalue(res, row, 1) : "",
 					 PQgetisnull(res, row, 2) ? NULL : PQgetvalue(res, row, 2));
@@ -242,7 +332,9 @@ handle_state(eh_client *c, PGresult *res)
  * The answer to a discovery: every organization the role may read.  Ones
  * the client does not follow yet start at their head if they existed when
  * it first looked (and it follows from EH_FROM_HEAD), and from their first
- * event otherwise; they still need their token.
+ * event otherwise; they still need their token.  After a notification
+ * with a token the client did not know, every token is read again: the
+ * notification key may have been rotated (rotate_notification_key).
  */
 static void
 handle_discover(eh_client *c, PGresult *res)
@@ -252,10 +344,10 @@ handle_discover(eh_client *c, PGresult *res)
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		query_failed(c, res, "discovering organizations failed");
+		ehi_query_failed(c, res, "discovering organizations failed");
 		return;
 	}
-	c->error_backoff_ms = c->backoff_initial_ms;
+	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
 	n = PQntuples(res);
 	ehi_sb_puts(&missing, "{");
 	for (int row = 0; row < n; row++)
@@ -267,7 +359,7 @@ handle_discover(eh_client *c, PGresult *res)
 
 		if (!s)
 		{
-			int			from_head = !c->discovered && c->follow_all_from == EH_FROM_HEAD;
+			int			from_head = !c->all.discovered && c->all.from == EH_FROM_HEAD;
 
 			s = ehi_add_sub(c, org, from_head ? head : 0, from_head ? head_version : "", 1);
 			if (!s)
@@ -280,7 +372,7 @@ handle_discover(eh_client *c, PGresult *res)
 			ehi_log(c, EH_LOG_DEBUG, "following organization \"%s\" from revision %lld",
 					org, (long long) s->cursor);
 		}
-		if (!s->token[0])
+		if (!s->token[0] || c->all.refresh_tokens)
 			ehi_sb_array_element(&missing, org);
 		compare_head(c, s, head, head_version, NULL);
 	}
@@ -289,7 +381,8 @@ handle_discover(eh_client *c, PGresult *res)
 	for (eh_sub *s = c->subs; s; s = s->next)
 		if (s->cursor < 0)
 			compare_head(c, s, 0, "", NULL);
-	c->discovered = 1;
+	c->all.discovered = 1;
+	c->all.refresh_tokens = 0;
 	if (missing.oom)
 	{
 		ehi_sb_free(&missing);
@@ -297,9 +390,9 @@ handle_discover(eh_client *c, PGresult *res)
 		c->pending_error = EH_ERR_MEMORY;
 		return;
 	}
-	free(c->tokens_pending);
-	c->tokens_pending = missing.len > 2 ? missing.data : NULL;
-	if (!c->tokens_pending)
+	free(c->all.tokens_pending);
+	c->all.tokens_pending = missing.len > 2 ? missing.data : NULL;
+	if (!c->all.tokens_pending)
 		ehi_sb_free(&missing);
 	check_promotion(c, n > 0 && strcmp(PQgetvalue(res, 0, 3), "t") == 0);
 }
@@ -309,16 +402,42 @@ handle_tokens(eh_client *c, PGresult *res)
 {
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		query_failed(c, res, "reading notification tokens failed");
+		ehi_query_failed(c, res, "reading notification tokens failed");
 		return;
 	}
 	for (int row = 0; row < PQntuples(res); row++)
 	{
 		eh_sub	   *s = ehi_find_sub(c, PQgetvalue(res, row, 0));
 
-		if (s && !PQgetisnull(res, row, 1))
-			ehi_set_token(c, s, PQgetvalue(res, row, 1));
+		if (!s || PQgetisnull(res, row, 1))
+			continue;
+		if (s->token[0] && strcmp(s->token, PQgetvalue(res, row, 1)) != 0)
+		{
+			/* A new key: the unknown tokens were the old key's, or are known now. */
+			if (c->all.nunknown > 0)
+				ehi_log(c, EH_LOG_INFO, "notification tokens changed (a new notification key)");
+			c->all.nunknown = 0;
+		}
+		set_token(c, s, PQgetvalue(res, row, 1));
 	}
+}
+
+/*
+ * Whether a token the client does not know is worth looking into: the
+ * first time, yes (a new organization, or a new notification key), and it
+ * is remembered; again, no (another role's organization), until the tokens
+ * change or the memory is full.
+ */
+static int
+unknown_token_is_new(eh_client *c, const char *token)
+{
+	for (int i = 0; i < c->all.nunknown; i++)
+		if (strcmp(c->all.unknown[i], token) == 0)
+			return 0;
+	if (c->all.nunknown == EHI_UNKNOWN_TOKENS)
+		c->all.nunknown = 0;
+	snprintf(c->all.unknown[c->all.nunknown++], EH_TOKEN_LEN + 1, "%s", token);
+	return 1;
 }
 
 /* -------------------------------------------------------------- fetches */
@@ -338,8 +457,8 @@ send_fetch(eh_client *c, eh_sub *s)
 	s->needs_fetch = 0;
 	ehi_versions_clear_pending(&s->seen);
 	snprintf(cursor_text, sizeof(cursor_text), "%lld", (long long) s->cursor);
-	snprintf(batch_text, sizeof(batch_text), "%d", c->batch_size);
-	snprintf(bytes_text, sizeof(bytes_text), "%d", c->batch_bytes);
+	snprintf(batch_text, sizeof(batch_text), "%d", c->cfg.batch_size);
+	snprintf(bytes_text, sizeof(bytes_text), "%d", c->cfg.batch_bytes);
 	params[0] = s->org;
 	params[1] = cursor_text;
 	params[2] = batch_text;
@@ -359,11 +478,103 @@ send_fetch(eh_client *c, eh_sub *s)
 	}
 }
 
-static void
+/*
+ * Hands a fetch's rows from row on to the event callback.  A callback
+ * that stops leaves the rest held (the result is kept: returns 1) for the
+ * next eh_process(), which delivers it before anything else, with no
+ * query and no wait.  Returns 0 when the result may be freed.
+ */
+static int
+deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
+{
+	int			n = PQntuples(res);
+	int			truncated;
+
+	for (; row < n && !c->stop; row++)
+	{
+		eh_event	ev;
+		int			stop = 0;
+
+		ev.organization_id = PQgetvalue(res, row, 0);
+		ev.revision = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+		ev.version_id = PQgetvalue(res, row, 2);
+		ev.processed_timestamp = PQgetvalue(res, row, 3);
+		ev.originated_timestamp = PQgetvalue(res, row, 4);
+		ev.event_type = PQgetvalue(res, row, 5);
+		ev.action = PQgetvalue(res, row, 6);
+		ev.entity_id = PQgetvalue(res, row, 7);
+		ev.correlation_id = PQgetvalue(res, row, 8);
+		ev.event_data = PQgetvalue(res, row, 9);
+		if (ev.revision != s->cursor + 1)
+		{
+			/* events_since guarantees this; never deliver out of order */
+			ehi_set_error(c, "server returned revision %lld of \"%s\" after %lld",
+						  (long long) ev.revision, s->org, (long long) s->cursor);
+			ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
+			c->pending_error = EH_ERR_SERVER;
+			s->needs_fetch = 1;
+			ehi_retry_later(c);
+			return 0;
+		}
+		if (c->cb.event)
+		{
+			c->in_callback = 1;
+			stop = c->cb.event(c, &ev, c->cb.event_arg);
+			c->in_callback = 0;
+		}
+		s->cursor = ev.revision;
+		set_version(s, ev.version_id);
+		c->counters[EH_STAT_EVENTS_DELIVERED]++;
+		c->last_lag_ms = strtod(PQgetvalue(res, row, 10), NULL);
+		c->delivered++;
+		if (stop)
+			c->stop = 1;
+	}
+	if (row < n)
+	{
+		c->held.res = res;
+		c->held.sub = s;
+		c->held.row = row;
+		return 1;
+	}
+
+	/*
+	 * A full batch (by count or by size) may have more behind it.
+	 * Otherwise the query reached the head it saw: a notification drained
+	 * meanwhile calls for another only if it named a version the query did
+	 * not return.
+	 */
+	truncated = n == c->cfg.batch_size ||
+		(n > 0 && strtoll(PQgetvalue(res, n - 1, 11), NULL, 10) >= c->cfg.batch_bytes);
+	if (truncated)
+		s->needs_fetch = 1;
+	else if (s->needs_fetch && !ehi_versions_pending(&s->seen))
+		s->needs_fetch = 0;
+	return 0;
+}
+
+/*
+ * Delivers the rest of a batch a callback stopped, first thing in
+ * eh_process(); returns 1 when a callback stopped again.
+ */
+int
+ehi_deliver_held(eh_client *c)
+{
+	PGresult   *res = c->held.res;
+	eh_sub	   *s = c->held.sub;
+
+	if (!res)
+		return 0;
+	c->held.res = NULL;
+	c->held.sub = NULL;
+	if (deliver_rows(c, s, res, c->held.row) == 0)
+		PQclear(res);
+	return c->held.res != NULL;
+}
+
+static int
 handle_fetch(eh_client *c, eh_sub *s, PGresult *res)
 {
-	int			n;
-	int			truncated;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -380,72 +591,18 @@ handle_fetch(eh_client *c, eh_sub *s, PGresult *res)
 			else if (strcmp(state + 2, "003") == 0)
 				reason = EH_RESYNC_VERSION_MISMATCH;
 		}
-		if (reason && !ehi_result_breaks_connection(&c->conn, res))
+		if (reason && !ehi_result_breaks_connection(&c->link.conn, res))
 		{
 			/* Read the head, then resync (OP_HEAD). */
 			s->resync_reason = reason;
-			return;
+			return 0;
 		}
 		s->needs_fetch = 1;
-		query_failed(c, res, "fetching events failed");
-		return;
+		ehi_query_failed(c, res, "fetching events failed");
+		return 0;
 	}
-	c->error_backoff_ms = c->backoff_initial_ms;
-
-	n = PQntuples(res);
-	for (int i = 0; i < n && !c->stop; i++)
-	{
-		eh_event	ev;
-		int			stop = 0;
-
-		ev.organization_id = PQgetvalue(res, i, 0);
-		ev.revision = strtoll(PQgetvalue(res, i, 1), NULL, 10);
-		ev.version_id = PQgetvalue(res, i, 2);
-		ev.processed_timestamp = PQgetvalue(res, i, 3);
-		ev.originated_timestamp = PQgetvalue(res, i, 4);
-		ev.event_type = PQgetvalue(res, i, 5);
-		ev.action = PQgetvalue(res, i, 6);
-		ev.entity_id = PQgetvalue(res, i, 7);
-		ev.correlation_id = PQgetvalue(res, i, 8);
-		ev.event_data = PQgetvalue(res, i, 9);
-		if (ev.revision != s->cursor + 1)
-		{
-			/* events_since guarantees this; never deliver out of order */
-			ehi_set_error(c, "server returned revision %lld of \"%s\" after %lld",
-						  (long long) ev.revision, s->org, (long long) s->cursor);
-			ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
-			c->pending_error = EH_ERR_SERVER;
-			s->needs_fetch = 1;
-			ehi_retry_later(c);
-			return;
-		}
-		if (c->event_cb)
-		{
-			c->in_callback = 1;
-			stop = c->event_cb(c, &ev, c->event_arg);
-			c->in_callback = 0;
-		}
-		s->cursor = ev.revision;
-		set_version(s, ev.version_id);
-		c->counters[EH_STAT_EVENTS_DELIVERED]++;
-		c->last_lag_ms = strtod(PQgetvalue(res, i, 10), NULL);
-		c->delivered++;
-		if (stop)
-			c->stop = 1;
-	}
-
-	/*
-	 * A full batch (by count or by size) may have more behind it; a stop
-	 * leaves rows undelivered.  Otherwise the query reached the head it saw:
-	 * a notification drained meanwhile calls for another only if it named a
-	 * version the query did not return.
-	 */
-	truncated = n == c->batch_size ||
-		(n > 0 && strtoll(PQgetvalue(res, n - 1, 11), NULL, 10) >= c->batch_bytes);
-	if (truncated || c->stop)
-		s->needs_fetch = 1;
-	else if (s->needs_fetch && !ehi_versions_pending(&s->seen))
-		s->needs_fetch = 0;
+	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
+	return deliver_rows(c, s, res, 0);
 }
 
 static void
@@ -453,7 +610,7 @@ handle_head(eh_client *c, eh_sub *s, PGresult *res)
 {
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		query_failed(c, res, "reading the head revision failed");
+		ehi_query_failed(c, res, "reading the head revision failed");
 		return;
 	}
 	if (PQntuples(res) == 1)
@@ -465,37 +622,16 @@ handle_head(eh_client *c, eh_sub *s, PGresult *res)
 
 /* --------------------------------------------------------- dispatching */
 
-void
-ehi_handle_result(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
+/*
+ * The answer to one of the delivery's queries (OP_STATE to OP_HEAD).
+ * Returns 1 when it kept res (the rest of a stopped batch), 0 when the
+ * caller frees it.
+ */
+int
+ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
 {
-	if (!res)
-	{
-		ehi_set_error(c, "no answer to a query");
-		ehi_connection_lost(c, c->errmsg);
-		return;
-	}
 	switch (op)
 	{
-		case OP_NONE:
-			break;
-		case OP_HELLO:
-			ehi_handle_hello(c, res);
-			break;
-		case OP_PROBE_LISTEN:
-		case OP_LISTEN:
-			ehi_handle_listen(c, op, res);
-			break;
-		case OP_PREPARE:
-			if (PQresultStatus(res) == PGRES_COMMAND_OK)
-				c->prepared |= 1u << c->op_stmt;
-			else if (ehi_result_breaks_connection(&c->conn, res))
-			{
-				ehi_set_result_error(c, &c->conn, res, "connection lost");
-				ehi_connection_lost(c, c->errmsg);
-			}
-			else
-				c->prepare_off = 1;
-			break;
 		case OP_STATE:
 			handle_state(c, res);
 			break;
@@ -507,27 +643,16 @@ ehi_handle_result(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
 			break;
 		case OP_FETCH:
 			if (sub)
-				handle_fetch(c, sub, res);
+				return handle_fetch(c, sub, res);
 			break;
 		case OP_HEAD:
 			if (sub)
 				handle_head(c, sub, res);
 			break;
-		case OP_HEARTBEAT:
-			ehi_handle_heartbeat(c, &c->conn, res);
-			break;
-		case OP_PUBLISH:
-			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-				c->publish_revision = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-			else
-			{
-				ehi_set_result_error(c, &c->conn, res, "publishing failed");
-				c->publish_revision = -1;
-				if (ehi_result_breaks_connection(&c->conn, res))
-					ehi_connection_lost(c, c->errmsg);
-			}
+		default:
 			break;
 	}
+	return 0;
 }
 
 /* The next subscription to fetch, round robin; NULL if none needs it. */
@@ -552,55 +677,51 @@ next_to_fetch(eh_client *c)
 }
 
 /*
- * Sends the next query the client needs, if any.  Returns 1 when one went
- * out, 0 when there is nothing to do now, -1 when the connection broke.
+ * Sends the poll when due (a discovery when following every organization),
+ * tokens still to read, or the head a resync needs.  Returns 1 when a
+ * query went out, 0 when none is due, -1 when the connection broke.
  */
 int
-ehi_next_query(eh_client *c)
+ehi_next_catalog_query(eh_client *c)
 {
 	int64_t		now = ehi_now_ms();
 	int			rc;
 
-	if (c->mode == LISTEN_PROBING || c->conn.state != EHI_CONN_IDLE || c->hold_queries)
-		return 0;
-	if (now < c->paused_until)
-		return 0;
-	if (now >= c->next_poll_at)
+	if (c->all.on && c->all.next_discover_at && now >= c->all.next_discover_at)
+	{
+		/* A notification named an organization the client does not know. */
+		c->link.next_poll_at = 0;
+		c->all.next_discover_at = 0;
+	}
+	if (now >= c->link.next_poll_at)
 	{
 		ehi_schedule_poll(c);
-		if (c->follow_all)
+		if (c->all.on)
 		{
-			c->next_discover_at = 0;
-			c->last_discover_at = now;
+			c->all.next_discover_at = 0;
+			c->all.last_discover_at = now;
 			rc = ehi_send_stmt(c, OP_DISCOVER, NULL, STMT_DISCOVER, DISCOVER_SQL, 0, NULL);
 			if (rc == 0)
 				c->counters[EH_STAT_POLLS]++;
 			else if (rc == 1)
-				c->next_poll_at = 0;
+				c->link.next_poll_at = 0;
 			return rc < 0 ? -1 : 1;
 		}
 		if (c->subs)
 		{
 			rc = send_state(c);
 			if (rc == 1)
-				c->next_poll_at = 0;
+				c->link.next_poll_at = 0;
 			return rc < 0 ? -1 : 1;
 		}
 	}
-	if (c->follow_all && c->next_discover_at && now >= c->next_discover_at)
+	if (c->all.tokens_pending)
 	{
-		/* A notification named an organization the client does not know. */
-		c->next_poll_at = 0;
-		c->next_discover_at = 0;
-		return ehi_next_query(c);
-	}
-	if (c->tokens_pending)
-	{
-		const char *params[1] = {c->tokens_pending};
+		const char *params[1] = {c->all.tokens_pending};
 
 		rc = ehi_send(c, OP_TOKENS, NULL, TOKENS_SQL, 1, params);
-		free(c->tokens_pending);
-		c->tokens_pending = NULL;
+		free(c->all.tokens_pending);
+		c->all.tokens_pending = NULL;
 		return rc < 0 ? -1 : 1;
 	}
 	for (eh_sub *s = c->subs; s; s = s->next)
@@ -612,43 +733,33 @@ ehi_next_query(eh_client *c)
 			return ehi_send(c, OP_HEAD, s, HEAD_SQL, 1, params) < 0 ? -1 : 1;
 		}
 	}
-	if (!c->heartbeat_conninfo && ehi_heartbeat_due(c))
-	{
-		rc = ehi_send_heartbeat(c);
-		if (rc != 0)
-			return rc < 0 ? -1 : 0;
-		return 1;
-	}
-	{
-		eh_sub	   *s = next_to_fetch(c);
+	return 0;
+}
 
-		if (!s)
-			return 0;
-		send_fetch(c, s);
-		return c->conn.state == EHI_CONN_BUSY ? 1 : -1;
-	}
+/* Sends the next fetch, round robin.  Returns as ehi_next_catalog_query(). */
+int
+ehi_next_fetch(eh_client *c)
+{
+	eh_sub	   *s = next_to_fetch(c);
+
+	if (!s)
+		return 0;
+	send_fetch(c, s);
+	return c->link.conn.state == EHI_CONN_BUSY ? 1 : -1;
 }
 
 /* Whether the client has queries to send as soon as it can. */
 int
 ehi_work_pending(const eh_client *c)
 {
-	if (c->tokens_pending)
+	if (c->all.tokens_pending)
+		return 1;
+	if (c->held.res)
 		return 1;
 	for (const eh_sub *s = c->subs; s; s = s->next)
 		if ((s->needs_fetch || s->resync_reason) && !c->stop)
 			return 1;
 	return 0;
-}
-
-/* Called before a subscription goes away. */
-void
-ehi_forget_sub(eh_client *c, eh_sub *s)
-{
-	if (c->op_sub == s)
-		c->op_sub = NULL;		/* its answer is dropped */
-	if (c->fetch_next == s)
-		c->fetch_next = s->next;
 }
 
 /* ------------------------------------------------------- notifications */
@@ -659,7 +770,9 @@ ehi_forget_sub(eh_client *c, eh_sub *s)
  * moved to: one the subscription is already at needs no fetch.  An unknown
  * token is another organization's, unless a subscription still waits for
  * its token, which the next poll brings, or the client follows every
- * organization: then it looks for new ones.  The zero token says that
+ * organization: then it looks for new ones and reads every token again (a
+ * rotated notification key changes them all), once per unknown token.  The
+ * zero token says that
  * announcements were lost (the server's queue was full, or its notifier
  * restarted): poll now.
  */
@@ -668,7 +781,7 @@ ehi_drain_notifications(eh_client *c)
 {
 	PGnotify   *n;
 
-	while (c->conn.pg && (n = PQnotifies(c->conn.pg)) != NULL)
+	while (c->link.conn.pg && (n = PQnotifies(c->link.conn.pg)) != NULL)
 	{
 		char		token[EH_TOKEN_LEN + 1];
 		char		version[EH_VERSION_ID_LEN + 1];
@@ -678,9 +791,9 @@ ehi_drain_notifications(eh_client *c)
 		 * idle: a transaction-pooling proxy delivers what arrives during a
 		 * query, never what arrives between them.
 		 */
-		if (c->mode == LISTEN_PROBING && strcmp(n->relname, c->probe_channel) == 0 &&
-			c->conn.state == EHI_CONN_IDLE)
-			c->probe_received = 1;
+		if (c->listen.mode == LISTEN_PROBING && strcmp(n->relname, c->listen.probe_channel) == 0 &&
+			c->link.conn.state == EHI_CONN_IDLE)
+			c->listen.probe_received = 1;
 		else if (strcmp(n->relname, "eventhub") == 0)
 		{
 			c->counters[EH_STAT_NOTIFICATIONS]++;
@@ -689,24 +802,28 @@ ehi_drain_notifications(eh_client *c)
 				eh_sub	   *s = ehi_map_get(&c->by_token, token);
 
 				if (strspn(token, "0") == EH_TOKEN_LEN)
-					c->next_poll_at = 0;
+					c->link.next_poll_at = 0;
 				else if (s && s->cursor < 0)
-					c->next_poll_at = 0;
+					c->link.next_poll_at = 0;
 				else if (s && ehi_versions_notified(&s->seen, version))
 					s->needs_fetch = 1;
-				else if (!s && c->follow_all)
+				else if (!s && c->all.on)
 				{
-					int64_t		at = c->last_discover_at + DISCOVER_MIN_INTERVAL_MS;
+					int64_t		at = c->all.last_discover_at + DISCOVER_MIN_INTERVAL_MS;
 
-					if (!c->next_discover_at)
-						c->next_discover_at = at > ehi_now_ms() ? at : 1;
+					if (unknown_token_is_new(c, token))
+					{
+						c->all.refresh_tokens = 1;
+						if (!c->all.next_discover_at)
+							c->all.next_discover_at = at > ehi_now_ms() ? at : 1;
+					}
 				}
 				else if (!s)
 				{
 					for (eh_sub *t = c->subs; t; t = t->next)
 						if (!t->token[0])
 						{
-							c->next_poll_at = 0;
+							c->link.next_poll_at = 0;
 							break;
 						}
 				}
@@ -714,7 +831,7 @@ ehi_drain_notifications(eh_client *c)
 			else
 			{
 				ehi_log(c, EH_LOG_WARNING, "malformed eventhub notification payload: %s", n->extra);
-				c->next_poll_at = 0;
+				c->link.next_poll_at = 0;
 			}
 		}
 		PQfreemem(n);

@@ -16,10 +16,12 @@
  *
  * It never waits for the network in eh_process(): it connects, queries and
  * reconnects with libpq's non-blocking calls, and tells the caller which
- * socket to wait on (eh_socket), for what (eh_socket_wants) and for how long
- * (eh_next_timeout_ms), so that it fits in any event loop.  eh_wait() is
- * that loop, for callers without one.  Only eh_publish() waits, and
- * eh_client_free() waits at most the close timeout.
+ * sockets to wait on and for what (eh_sockets, or eh_socket and
+ * eh_socket_wants for the client's connection alone) and for how long
+ * (eh_timeout_ms, eh_next_timeout_ms), so that it fits in any event loop.
+ * eh_wait() is that loop, for callers without one.  Publishing has both
+ * forms: eh_publish_send() and eh_publish_result() never wait, eh_publish()
+ * waits for the answer.  eh_client_free() waits at most the close timeout.
  *
  * Conventions (libpq's):
  *  - eh_client is opaque; accessors take a const pointer.
@@ -55,12 +57,24 @@ extern "C" {
 #define EH_ERR_CONNECTION (-3)	/* no usable connection (the client retries by itself) */
 #define EH_ERR_SERVER (-4)		/* the server refused a request; see eh_error_sqlstate() */
 
+/*
+ * The server's limit on organization, replica and correlation ids, in
+ * bytes: longer ones are refused with EH_ERR_ARGUMENT before any query.
+ */
+#define EH_MAX_ID_BYTES 1024
+
 /* after_revision of eh_subscribe(): start at the head, only new events. */
 #define EH_FROM_HEAD (-1)
 
 /* What to wait for on eh_socket(): flags of eh_socket_wants(). */
 #define EH_WANT_READ 1
 #define EH_WANT_WRITE 2
+
+/* The most sockets eh_sockets() gives: the client's, the probe's, the heartbeats'. */
+#define EH_MAX_SOCKETS 3
+
+/* eh_publish_result(): the publish is still under way. */
+#define EH_PUBLISH_PENDING 1
 
 typedef struct eh_client eh_client;
 
@@ -283,9 +297,29 @@ int			eh_socket_wants(const eh_client *client);
 
 /*
  * Milliseconds until eh_process() has timed work to do (a poll, a
- * reconnect, a timeout), 0 if it has work now.  Wait no longer than this.
+ * reconnect, a timeout), 0 if it has work now, for a caller that waits on
+ * eh_socket() alone: while the client's second connections (the LISTEN
+ * probe's, the heartbeats') are under way, whose sockets such a caller
+ * does not see, at most 5 ms.  Wait no longer than this.
  */
 int			eh_next_timeout_ms(const eh_client *client);
+
+/*
+ * Every socket to wait on, up to max (EH_MAX_SOCKETS is enough), with what
+ * to wait for on each (EH_WANT_READ, EH_WANT_WRITE or both, in wants[i]):
+ * the client's connection first, then the LISTEN probe's and the
+ * heartbeats' own connection while they are open.  Returns how many it
+ * wrote (0 without a connection).  Like eh_socket(), they change as the
+ * client goes: ask again after every eh_process().
+ */
+int			eh_sockets(const eh_client *client, int *fds, int *wants, int max);
+
+/*
+ * Like eh_next_timeout_ms(), for a caller that waits on every socket of
+ * eh_sockets(): the real time to the next timed work, with no short
+ * wake-ups while the second connections are under way.
+ */
+int			eh_timeout_ms(const eh_client *client);
 
 /*
  * Processes whatever is ready, without ever waiting for the network:
@@ -311,13 +345,37 @@ int			eh_process(eh_client *client);
 int			eh_wait(eh_client *client, int timeout_ms);
 
 /*
- * Publishes an event with eventhub.publish_event() on the client's
- * connection and stores its revision in *revision.  correlation_id may be
- * NULL (the event's version id is used); event_data is JSON text.  With a
- * correlation id a failed call can be retried safely.  Unlike the rest of
- * the library it waits: to connect, for a query already out to finish (its
- * events are delivered to the callback meanwhile), and for the answer, each
- * at most the query timeout.
+ * Starts publishing an event with eventhub.publish_event() on the client's
+ * connection, without waiting: the arguments are copied, and eh_process()
+ * sends the call as the next query once the connection is ready (before
+ * any poll or fetch) and takes its answer.  correlation_id may be NULL
+ * (the event's version id is used); event_data is JSON text.  One publish
+ * at a time: EH_ERR_ARGUMENT while one is under way or its result has not
+ * been taken.  Not from a callback.
+ */
+int			eh_publish_send(eh_client *client, const char *organization_id, const char *event_type,
+							const char *action, const char *entity_id, const char *correlation_id,
+							const char *event_data);
+
+/*
+ * The result of eh_publish_send()'s publish: EH_PUBLISH_PENDING (1) while
+ * it is under way (call again after eh_process()); EH_OK with the event's
+ * revision in *revision (revision may be NULL); or a negative EH_ERR_*
+ * code with eh_error_message(): EH_ERR_SERVER when the server refused it,
+ * EH_ERR_CONNECTION when no connection was ready within the query timeout
+ * or the connection failed first or while the call was out (then whether
+ * the event was stored is unknown: with a correlation id, publishing again
+ * is safe).  A result other than EH_PUBLISH_PENDING ends the publish; the
+ * next may be sent.
+ */
+int			eh_publish_result(eh_client *client, int64_t *revision);
+
+/*
+ * Publishes and waits for the result: eh_publish_send(), then
+ * eh_process() and a wait on the client's sockets until
+ * eh_publish_result() has it (events delivered meanwhile go to the
+ * callback).  The wait is at most the query timeout for a connection and
+ * the query timeout for the answer.
  */
 int			eh_publish(eh_client *client, const char *organization_id, const char *event_type,
 					   const char *action, const char *entity_id, const char *correlation_id,

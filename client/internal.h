@@ -2,15 +2,31 @@
  * internal.h: what the files of libeventhub share, and what its unit tests
  * reach; not installed.
  *
- * The library's files, along its seams:
- *	  client.c	  the public calls: creating, configuring, subscribing, reading
- *	  conn.c	  connections without waiting: connecting, queries, timeouts,
- *				  reconnecting, finding out whether notifications arrive
- *	  delivery.c  what the client asks the server and does with the answers:
- *				  polls, discovery, fetches, notifications, resyncs
- *	  registry.c  the replica registry: heartbeats and deregistration
- *	  strbuf.c, map.c, json.c, versions.c: a string builder, a hash map,
- *				  JSON, and the memory of delivered versions
+ * The library's files are layers, bottom first.  A file calls functions of
+ * the files listed before it, never of one after it: the utilities know
+ * nothing of connections, the transport nothing of what the client asks,
+ * and only client.c is the public API (check_layers.sh proves the order
+ * from the object files with nm, in `make check`; it reads these lines):
+ *
+ *	  layer: util.c		 the clock, jitter, the handle's error, the log callback,
+ *						 the names of the public enums
+ *	  layer: json.c		 the notification payload, JSON quoting
+ *	  layer: strbuf.c	 a string builder
+ *	  layer: map.c		 a hash map
+ *	  layer: versions.c	 the memory of delivered and notified versions
+ *	  layer: conn.c		 one connection without waiting: connecting, a query,
+ *						 its answer, deadlines (the transport)
+ *	  layer: link.c		 the client's connection: sending a query for an
+ *						 operation, losing it, reconnect and error backoffs,
+ *						 when the next poll is due
+ *	  layer: delivery.c	 subscriptions; what the client asks the server for
+ *						 them (polls, discovery, tokens, fetches, heads) and
+ *						 does with the answers; notifications; resyncs
+ *	  layer: registry.c	 the replica registry: heartbeats, deregistration
+ *	  layer: session.c	 the session: the drive loop, the first query, the
+ *						 LISTEN probe, which query goes next, dispatching the
+ *						 answers, the publish out, what to wait for and how long
+ *	  layer: client.c	 the public calls of eventhub.h
  */
 #ifndef EVENTHUB_INTERNAL_H
 #define EVENTHUB_INTERNAL_H
@@ -24,8 +40,6 @@
 
 #define EH_VERSION_ID_LEN 36
 #define EH_TOKEN_LEN 32
-/* The server's limit on organization and replica ids, in bytes. */
-#define EH_MAX_ID_BYTES 1024
 
 /* ------------------------------------------------------------- json.c */
 
@@ -173,11 +187,15 @@ int			ehi_conn_send(ehi_conn *ac, const char *sql, const char *stmt_name, int pr
 						  int nparams, const char *const *params, int timeout_ms);
 /* Takes the finished query's result (the caller PQclear()s it). */
 PGresult   *ehi_conn_take_result(ehi_conn *ac);
+/* poll()'s events (POLLIN, POLLOUT) for EH_WANT_* flags. */
+short		ehi_poll_events(int wants);
 /* EH_WANT_READ and/or EH_WANT_WRITE for the socket; 0 without one. */
 int			ehi_conn_wants(const ehi_conn *ac);
 void		ehi_conn_close(ehi_conn *ac);
 /* Whether the result says the connection itself failed (not a refused query). */
 int			ehi_result_breaks_connection(const ehi_conn *ac, const PGresult *res);
+/* Waits, on the socket, until the connection is idle or deadline passes (0). */
+int			ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline);
 
 /* ----------------------------------------------------------- the client */
 
@@ -241,30 +259,9 @@ typedef enum ehi_stmt
 	STMT_COUNT
 } ehi_stmt;
 
-struct eh_client
+/* The eh_set_* settings. */
+typedef struct ehi_settings
 {
-	char	   *conninfo;
-	ehi_conn	conn;
-	int			ever_connected;
-	int			hello_done;		/* the connection answered its first query */
-	int			listen_enabled;
-	listen_mode mode;
-	no_listen_reason no_listen;
-	no_listen_reason no_listen_logged;	/* the reason last logged */
-	char		probe_channel[48];
-	int			probe_received;
-	ehi_conn	probe_conn;		/* the probe's NOTIFY connection */
-	int			probe_sent;		/* its NOTIFY is out */
-	int64_t		probe_deadline; /* monotonic ms */
-	unsigned	prepared;		/* statements prepared on conn (1 << stmt) */
-	int			prepare_off;	/* prepared statements failed on conn */
-
-	op_kind		op;				/* out on conn */
-	eh_sub	   *op_sub;			/* the subscription it is for, or NULL */
-	int			op_stmt;		/* OP_PREPARE: which statement */
-	char	   *tokens_pending; /* array literal of organizations needing a token */
-	int64_t		publish_revision;	/* OP_PUBLISH's answer */
-
 	int			poll_interval_ms;
 	int			fallback_poll_interval_ms;
 	int			batch_size;
@@ -273,44 +270,133 @@ struct eh_client
 	int			close_timeout_ms;
 	int			backoff_initial_ms;
 	int			backoff_max_ms;
-	int			backoff_ms;
+	int			listen_enabled;
+} ehi_settings;
+
+typedef struct ehi_callbacks
+{
+	eh_event_cb event;
+	void	   *event_arg;
+	eh_resync_cb resync;
+	void	   *resync_arg;
+	eh_log_cb	log;
+	void	   *log_arg;
+} ehi_callbacks;
+
+/* link.c: the client's connection, the query out on it, its backoffs. */
+typedef struct ehi_link
+{
+	ehi_conn	conn;
+	int			ever_connected;
+	int			hello_done;		/* the connection answered its first query */
+	op_kind		op;				/* out on conn */
+	eh_sub	   *op_sub;			/* the subscription it is for, or NULL */
+	int			op_stmt;		/* OP_PREPARE: which statement */
+	unsigned	prepared;		/* statements prepared on conn (1 << stmt) */
+	int			prepare_off;	/* prepared statements failed on conn */
+	int			backoff_ms;		/* the next reconnect's */
 	int			error_backoff_ms;	/* after a failed query */
 	int64_t		paused_until;	/* monotonic ms: no query before, after a failed one */
+	int64_t		reconnect_at;	/* monotonic ms */
 	int64_t		next_poll_at;	/* monotonic ms; 0: now */
+	uint64_t	failures;		/* connection attempts failed and connections lost */
+} ehi_link;
+
+/* session.c: whether notifications reach the connection (the LISTEN probe). */
+typedef struct ehi_listen
+{
+	listen_mode mode;
+	no_listen_reason no_listen;
+	no_listen_reason no_listen_logged;	/* the reason last logged */
+	int			promoted;		/* a standby was promoted: choose again */
+	char		probe_channel[48];
+	int			probe_received;
+	ehi_conn	probe_conn;		/* the probe's NOTIFY connection */
+	int			probe_sent;		/* its NOTIFY is out */
+	int64_t		probe_deadline; /* monotonic ms */
+} ehi_listen;
+
+/* delivery.c: eh_subscribe_all(). */
+#define EHI_UNKNOWN_TOKENS 64
+typedef struct ehi_follow_all
+{
+	int			on;
+	int64_t		from;			/* 0 or EH_FROM_HEAD */
+	int			discovered;		/* a discovery has answered since subscribing */
 	int64_t		next_discover_at;	/* monotonic ms; 0: none due */
 	int64_t		last_discover_at;
-	int64_t		reconnect_at;	/* monotonic ms */
-	uint64_t	failures;		/* connection attempts failed and connections lost */
+	char	   *tokens_pending; /* array literal of organizations needing a token */
+	int			refresh_tokens; /* an unknown token came: read every token again */
+	char		unknown[EHI_UNKNOWN_TOKENS][EH_TOKEN_LEN + 1];	/* tokens seen, not ours */
+	int			nunknown;
+} ehi_follow_all;
+
+/* delivery.c: the rest of a batch whose delivery a callback stopped. */
+typedef struct ehi_held
+{
+	PGresult   *res;			/* NULL: none */
+	eh_sub	   *sub;
+	int			row;			/* the next row to deliver */
+} ehi_held;
+
+/* registry.c: the replica and its heartbeats. */
+typedef struct ehi_replica
+{
+	char	   *id;				/* NULL: no heartbeats */
+	char	   *labels;
+	char	   *version;
+	char	   *conninfo;		/* NULL: heartbeats on the client's connection */
+	ehi_conn	conn;
+	int			failing;		/* the last heartbeat failed (and was logged) */
+	int			interval_ms;
+	int64_t		next_at;		/* monotonic ms; 0: now */
+} ehi_replica;
+
+/* session.c: eh_publish_send()'s publish, until eh_publish_result() takes it. */
+typedef enum ehi_publish_state
+{
+	PUBLISH_NONE,
+	PUBLISH_QUEUED,				/* waits for the connection */
+	PUBLISH_SENT,
+	PUBLISH_DONE				/* rc, revision and the error are set */
+} ehi_publish_state;
+
+typedef struct ehi_publish
+{
+	ehi_publish_state state;
+	char	   *params[6];		/* copies of eh_publish_send()'s arguments */
+	int64_t		deadline;		/* monotonic ms: sent by then, or it fails */
+	uint64_t	failures;		/* link.failures when it was queued */
+	int			rc;
+	int64_t		revision;
+	char		errmsg[1024];	/* the size of eh_client's */
+	char		sqlstate[6];
+} ehi_publish;
+
+struct eh_client
+{
+	char	   *conninfo;
+	ehi_settings cfg;
+	ehi_callbacks cb;
+	ehi_link	link;
+	ehi_listen	listen;
 
 	eh_sub	   *subs;			/* in subscription order */
 	eh_sub	   *fetch_next;		/* where the round-robin of fetches goes on */
 	ehi_map		by_org;
 	ehi_map		by_token;
-	int			follow_all;		/* eh_subscribe_all() */
-	int64_t		follow_all_from;	/* 0 or EH_FROM_HEAD */
-	int			discovered;		/* a discovery has answered since subscribing */
+	ehi_follow_all all;
+	ehi_held	held;
+
+	ehi_replica replica;
+	ehi_publish publish;
+
+	/* The eh_process() call under way. */
 	int			stop;			/* the event callback asked to stop */
 	int			in_callback;	/* a callback runs: subscriptions are fixed */
 	int			delivered;		/* events delivered by this eh_process() call */
-	int			deferred_error;	/* an error eh_process() returns next time */
-	int			hold_queries;	/* eh_publish() waits for the connection: send nothing new */
 	int			pending_error;	/* an EH_ERR_* for this eh_process() call, or 0 */
-
-	char	   *replica_id;		/* NULL: no heartbeats */
-	char	   *replica_labels;
-	char	   *replica_version;
-	char	   *heartbeat_conninfo;	/* NULL: heartbeats on conn */
-	ehi_conn	heartbeat_conn;
-	int			heartbeat_failing;	/* the last heartbeat failed (and was logged) */
-	int			heartbeat_interval_ms;
-	int64_t		next_heartbeat_at;	/* monotonic ms; 0: now */
-
-	eh_event_cb event_cb;
-	void	   *event_arg;
-	eh_resync_cb resync_cb;
-	void	   *resync_arg;
-	eh_log_cb	log_cb;
-	void	   *log_arg;
+	int			deferred_error; /* an error eh_process() returns next time */
 
 	uint64_t	counters[EH_STAT_COUNT];
 	double		last_lag_ms;
@@ -319,39 +405,40 @@ struct eh_client
 	char		sqlstate[6];
 };
 
-/* client.c */
+/* util.c */
 int64_t		ehi_now_ms(void);
 double		ehi_random_unit(eh_client *c);
 void		ehi_set_error(eh_client *c, const char *fmt,...) __attribute__((format(printf, 2, 3)));
 void		ehi_log(eh_client *c, eh_log_level level, const char *fmt,...) __attribute__((format(printf, 3, 4)));
 void		ehi_set_result_error(eh_client *c, const ehi_conn *ac, const PGresult *res, const char *what);
-eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
-eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
-void		ehi_set_token(eh_client *c, eh_sub *s, const char *token);
+/* Whether a failure with this SQLSTATE ("" none) may pass by itself. */
+int			ehi_sqlstate_retryable(const char *sqlstate);
 
-/* conn.c: the client's connection */
+/* link.c: the client's connection */
 void		ehi_start_connecting(eh_client *c);
 void		ehi_connection_lost(eh_client *c, const char *why);
-void		ehi_drive_connection(eh_client *c);
 int			ehi_send(eh_client *c, op_kind op, eh_sub *sub, const char *sql, int nparams,
 					 const char *const *params);
 int			ehi_send_stmt(eh_client *c, op_kind op, eh_sub *sub, ehi_stmt stmt, const char *sql,
 						  int nparams, const char *const *params);
-void		ehi_drive_probe(eh_client *c);
+int			ehi_result_failed(eh_client *c, const PGresult *res, const char *what);
+void		ehi_query_failed(eh_client *c, PGresult *res, const char *what);
 void		ehi_schedule_poll(eh_client *c);
 int			ehi_current_poll_interval(const eh_client *c);
 void		ehi_retry_later(eh_client *c);
-void		ehi_stop_listening(eh_client *c, no_listen_reason reason, const char *detail);
-void		ehi_choose_listening(eh_client *c, int in_recovery);
-void		ehi_handle_hello(eh_client *c, PGresult *res);
-void		ehi_handle_listen(eh_client *c, op_kind op, PGresult *res);
 
 /* delivery.c */
-int			ehi_next_query(eh_client *c);
-void		ehi_handle_result(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
+eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
+eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
+void		ehi_forget_sub(eh_client *c, eh_sub *s);
+void		ehi_remove_sub(eh_client *c, eh_sub *s);
+void		ehi_free_subs(eh_client *c);
+int			ehi_next_catalog_query(eh_client *c);
+int			ehi_next_fetch(eh_client *c);
+int			ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
+int			ehi_deliver_held(eh_client *c);
 void		ehi_drain_notifications(eh_client *c);
 int			ehi_work_pending(const eh_client *c);
-void		ehi_forget_sub(eh_client *c, eh_sub *s);
 
 /* registry.c */
 int			ehi_heartbeat_due(const eh_client *c);
@@ -359,5 +446,12 @@ int			ehi_send_heartbeat(eh_client *c);
 void		ehi_handle_heartbeat(eh_client *c, const ehi_conn *ac, PGresult *res);
 void		ehi_drive_heartbeat_conn(eh_client *c);
 void		ehi_deregister(eh_client *c);
+void		ehi_free_replica(eh_client *c);
+
+/* session.c */
+void		ehi_drive(eh_client *c);
+int			ehi_timeout_ms(const eh_client *c, int all_sockets);
+int			ehi_sockets(const eh_client *c, int *fds, int *wants, int max);
+void		ehi_publish_clear(eh_client *c);
 
 #endif							/* EVENTHUB_INTERNAL_H */

@@ -5,7 +5,6 @@
  * replica that reads from a standby sends them to the primary), and
  * deregisters when it is freed, waiting at most the close timeout.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +57,24 @@ build_progress(eh_client *c, ehi_strbuf *progress)
 int
 ehi_heartbeat_due(const eh_client *c)
 {
-	return c->replica_id && c->hello_done && ehi_now_ms() >= c->next_heartbeat_at;
+	return c->replica.id && c->link.hello_done && ehi_now_ms() >= c->replica.next_at;
+}
+
+/*
+ * Builds the next heartbeat's parameters (progress is the caller's to free)
+ * and schedules the one after.  Returns 0, or -1 when out of memory.
+ */
+static int
+heartbeat_params(eh_client *c, ehi_strbuf *progress, const char *params[4])
+{
+	c->replica.next_at = ehi_now_ms() + c->replica.interval_ms;
+	if (build_progress(c, progress) != 0)
+		return -1;
+	params[0] = c->replica.id;
+	params[1] = progress->data;
+	params[2] = c->replica.labels;
+	params[3] = c->replica.version;
+	return 0;
 }
 
 /*
@@ -73,13 +89,8 @@ ehi_send_heartbeat(eh_client *c)
 	const char *params[4];
 	int			rc;
 
-	c->next_heartbeat_at = ehi_now_ms() + c->heartbeat_interval_ms;
-	if (build_progress(c, &progress) != 0)
+	if (heartbeat_params(c, &progress, params) != 0)
 		return 1;
-	params[0] = c->replica_id;
-	params[1] = progress.data;
-	params[2] = c->replica_labels;
-	params[3] = c->replica_version;
 	rc = ehi_send(c, OP_HEARTBEAT, NULL, HEARTBEAT_SQL, 4, params);
 	ehi_sb_free(&progress);
 	return rc;
@@ -94,20 +105,17 @@ ehi_handle_heartbeat(eh_client *c, const ehi_conn *ac, PGresult *res)
 {
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		ehi_set_result_error(c, ac, res, "heartbeat failed");
-		if (ac == &c->conn && ehi_result_breaks_connection(ac, res))
-		{
-			ehi_connection_lost(c, c->errmsg);
+		if (ac == &c->link.conn && ehi_result_failed(c, res, "heartbeat failed"))
 			return;
-		}
-		if (!c->heartbeat_failing)
+		ehi_set_result_error(c, ac, res, "heartbeat failed");
+		if (!c->replica.failing)
 			ehi_log(c, EH_LOG_WARNING, "%s (logged once until a heartbeat succeeds)", c->errmsg);
-		c->heartbeat_failing = 1;
+		c->replica.failing = 1;
 		return;
 	}
-	if (c->heartbeat_failing)
+	if (c->replica.failing)
 		ehi_log(c, EH_LOG_INFO, "heartbeats are recorded again");
-	c->heartbeat_failing = 0;
+	c->replica.failing = 0;
 	c->counters[EH_STAT_HEARTBEATS]++;
 }
 
@@ -115,10 +123,10 @@ ehi_handle_heartbeat(eh_client *c, const ehi_conn *ac, PGresult *res)
 static void
 heartbeat_conn_failed(eh_client *c)
 {
-	ehi_set_error(c, "heartbeat failed: %s", c->heartbeat_conn.error);
-	if (!c->heartbeat_failing)
+	ehi_set_error(c, "heartbeat failed: %s", c->replica.conn.error);
+	if (!c->replica.failing)
 		ehi_log(c, EH_LOG_WARNING, "%s (logged once until a heartbeat succeeds)", c->errmsg);
-	c->heartbeat_failing = 1;
+	c->replica.failing = 1;
 }
 
 /*
@@ -128,18 +136,18 @@ heartbeat_conn_failed(eh_client *c)
 void
 ehi_drive_heartbeat_conn(eh_client *c)
 {
-	ehi_conn   *ac = &c->heartbeat_conn;
+	ehi_conn   *ac = &c->replica.conn;
 	ehi_step	st;
 
-	if (!c->heartbeat_conninfo || !c->replica_id)
+	if (!c->replica.conninfo || !c->replica.id)
 		return;
 	if (ac->state == EHI_CONN_NONE)
 	{
 		if (!ehi_heartbeat_due(c))
 			return;
-		if (ehi_conn_start(ac, c->heartbeat_conninfo, c->query_timeout_ms, NULL) == EHI_STEP_FAILED)
+		if (ehi_conn_start(ac, c->replica.conninfo, c->cfg.query_timeout_ms, NULL) == EHI_STEP_FAILED)
 		{
-			c->next_heartbeat_at = ehi_now_ms() + c->heartbeat_interval_ms;
+			c->replica.next_at = ehi_now_ms() + c->replica.interval_ms;
 			heartbeat_conn_failed(c);
 			return;
 		}
@@ -147,7 +155,7 @@ ehi_drive_heartbeat_conn(eh_client *c)
 	st = ehi_conn_step(ac);
 	if (st == EHI_STEP_FAILED)
 	{
-		c->next_heartbeat_at = ehi_now_ms() + c->heartbeat_interval_ms;
+		c->replica.next_at = ehi_now_ms() + c->replica.interval_ms;
 		heartbeat_conn_failed(c);
 		return;
 	}
@@ -163,46 +171,11 @@ ehi_drive_heartbeat_conn(eh_client *c)
 		ehi_strbuf	progress = {0};
 		const char *params[4];
 
-		c->next_heartbeat_at = ehi_now_ms() + c->heartbeat_interval_ms;
-		if (build_progress(c, &progress) != 0)
+		if (heartbeat_params(c, &progress, params) != 0)
 			return;
-		params[0] = c->replica_id;
-		params[1] = progress.data;
-		params[2] = c->replica_labels;
-		params[3] = c->replica_version;
-		if (ehi_conn_send(ac, HEARTBEAT_SQL, NULL, 0, 4, params, c->query_timeout_ms) != 0)
+		if (ehi_conn_send(ac, HEARTBEAT_SQL, NULL, 0, 4, params, c->cfg.query_timeout_ms) != 0)
 			heartbeat_conn_failed(c);
 		ehi_sb_free(&progress);
-	}
-}
-
-/*
- * Waits up to deadline for ac to be idle (dropping the answer of a query
- * still out); false if it is not by then.
- */
-static int
-wait_idle(ehi_conn *ac, int64_t deadline)
-{
-	for (;;)
-	{
-		ehi_step	st = ehi_conn_step(ac);
-		int64_t		left;
-		struct pollfd pfd;
-
-		if (st == EHI_STEP_FAILED || ac->state == EHI_CONN_NONE)
-			return 0;
-		if (st == EHI_STEP_RESULT)
-			PQclear(ehi_conn_take_result(ac));
-		if (ac->state == EHI_CONN_IDLE)
-			return 1;
-		left = deadline - ehi_now_ms();
-		if (left <= 0)
-			return 0;
-		pfd.fd = PQsocket(ac->pg);
-		pfd.events = (short) (((ehi_conn_wants(ac) & EH_WANT_READ) ? POLLIN : 0) |
-							  ((ehi_conn_wants(ac) & EH_WANT_WRITE) ? POLLOUT : 0));
-		pfd.revents = 0;
-		(void) poll(&pfd, 1, (int) (left > 50 ? 50 : left));
 	}
 }
 
@@ -215,17 +188,28 @@ wait_idle(ehi_conn *ac, int64_t deadline)
 void
 ehi_deregister(eh_client *c)
 {
-	ehi_conn   *ac = c->heartbeat_conninfo ? &c->heartbeat_conn : &c->conn;
-	int64_t		deadline = ehi_now_ms() + c->close_timeout_ms;
-	const char *params[1] = {c->replica_id};
+	ehi_conn   *ac = c->replica.conninfo ? &c->replica.conn : &c->link.conn;
+	int64_t		deadline = ehi_now_ms() + c->cfg.close_timeout_ms;
+	const char *params[1] = {c->replica.id};
 
-	if (!c->replica_id || c->close_timeout_ms <= 0 || ac->state == EHI_CONN_NONE ||
-		ac->state == EHI_CONN_CONNECTING || (ac == &c->conn && !c->hello_done))
+	if (!c->replica.id || c->cfg.close_timeout_ms <= 0 || ac->state == EHI_CONN_NONE ||
+		ac->state == EHI_CONN_CONNECTING || (ac == &c->link.conn && !c->link.hello_done))
 		return;
-	if (!wait_idle(ac, deadline))
+	if (!ehi_conn_wait_idle(ac, deadline))
 		return;
 	if (ehi_conn_send(ac, "SELECT eventhub.deregister_replica($1)", NULL, 0, 1, params,
-					  c->close_timeout_ms) != 0)
+					  c->cfg.close_timeout_ms) != 0)
 		return;
-	(void) wait_idle(ac, deadline);
+	(void) ehi_conn_wait_idle(ac, deadline);
+}
+
+/* Closes the heartbeat connection and frees the replica's settings. */
+void
+ehi_free_replica(eh_client *c)
+{
+	ehi_conn_close(&c->replica.conn);
+	free(c->replica.id);
+	free(c->replica.labels);
+	free(c->replica.version);
+	free(c->replica.conninfo);
 }

@@ -350,6 +350,37 @@ test_library_options(void)
 	check(1, "lib: freeing NULL is a no-op");
 }
 
+/* The non-blocking publish and the sockets, without a server. */
+static void
+test_library_publish(void)
+{
+	eh_client  *c = eh_client_new("dbname=nowhere");
+	char		long_id[EH_MAX_ID_BYTES + 2];
+	int64_t		revision = 7;
+	int			fds[EH_MAX_SOCKETS];
+	int			wants[EH_MAX_SOCKETS];
+
+	memset(long_id, 'x', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	check(eh_publish_result(c, &revision) == EH_ERR_ARGUMENT && revision == 7,
+		  "publish: no result without a publish");
+	check(eh_publish_send(c, "acme", "API", "CREATE", "e1", NULL, NULL) == EH_ERR_ARGUMENT &&
+		  eh_publish_send(c, long_id, "API", "CREATE", "e1", NULL, "{}") == EH_ERR_ARGUMENT &&
+		  eh_publish_send(c, "acme", "API", "CREATE", "e1", long_id, "{}") == EH_ERR_ARGUMENT &&
+		  eh_publish_send(NULL, "acme", "API", "CREATE", "e1", NULL, "{}") == EH_ERR_ARGUMENT,
+		  "publish: missing arguments and ids over EH_MAX_ID_BYTES refused");
+	check(eh_publish_send(c, "acme", "API", "CREATE", "e1", NULL, "{}") == EH_OK &&
+		  eh_publish_result(c, &revision) == EH_PUBLISH_PENDING,
+		  "publish: sent without connecting, pending until eh_process");
+	check(eh_publish_send(c, "acme", "API", "CREATE", "e2", NULL, "{}") == EH_ERR_ARGUMENT &&
+		  strstr(eh_error_message(c), "under way"), "publish: one at a time");
+	check(eh_timeout_ms(c) == 0, "publish: a queued publish makes the client due now");
+	check(eh_sockets(c, fds, wants, EH_MAX_SOCKETS) == 0 && eh_sockets(NULL, fds, wants, 3) == 0 &&
+		  eh_sockets(c, fds, wants, 0) == 0, "sockets: none before connecting");
+	eh_client_free(c);			/* frees the publish's copies */
+	check(1, "publish: a client freed with a publish under way");
+}
+
 #define VA "00000000-0000-4000-8000-00000000000a"
 #define VB "00000000-0000-4000-8000-00000000000b"
 #define VC "00000000-0000-4000-8000-00000000000c"
@@ -471,9 +502,36 @@ test_strbuf(void)
 	ehi_sb_free(&b);
 }
 
-int
-main(void)
+/*
+ * Runs one of the build checks beside this program (check_layers.sh,
+ * check_exports.sh: they read the object files and the library with nm),
+ * its lines as TAP comments, its exit status as one test.
+ */
+static void
+test_build_script(const char *argv0, const char *script, const char *what)
 {
+	char		cmd[4096];
+	char		line[1024];
+	const char *slash = strrchr(argv0, '/');
+	FILE	   *f;
+	int			status;
+
+	snprintf(cmd, sizeof(cmd), "sh '%.*s%s' 2>&1", slash ? (int) (slash - argv0 + 1) : 0, argv0, script);
+	if (!(f = popen(cmd, "r")))
+	{
+		check(0, what);
+		return;
+	}
+	while (fgets(line, sizeof(line), f))
+		printf("# %s", line);
+	status = pclose(f);
+	check(status == 0, what);
+}
+
+int
+main(int argc, char **argv)
+{
+	(void) argc;
 	test_payload();
 	test_versions();
 	test_map();
@@ -481,6 +539,9 @@ main(void)
 	test_cli();
 	test_escaping();
 	test_library_options();
+	test_library_publish();
+	test_build_script(argv[0], "check_layers.sh", "build: the library's files call one way (internal.h's layer order)");
+	test_build_script(argv[0], "check_exports.sh", "build: the library exports exactly the documented functions");
 	printf("1..%d\n", tests);
 	if (failures)
 		printf("# %d of %d failed\n", failures, tests);
