@@ -300,28 +300,17 @@ GrantArgs(FunctionCallInfo fcinfo, Datum *values)
 static uint64
 WriteGrants(EventhubPlan *plan, const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
-	int			saved = EventhubBeginWrite();
-	uint64		processed = 0;
+	uint64		processed;
+	int			ret;
 
-	PG_TRY();
-	{
-		int			ret;
-
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eventhub: SPI_connect failed");
-		ret = SPI_execute_plan(EventhubKeptPlan(plan, sql, nargs, argtypes),
-							   values, NULL, false, 0);
-		if (ret < 0)
-			elog(ERROR, "eventhub: writing organization_grants failed: %s",
-				 SPI_result_code_string(ret));
-		processed = SPI_processed;
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		EventhubEndWrite(saved);
-	}
-	PG_END_TRY();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(plan, sql, nargs, argtypes, values, NULL, 0);
+	if (ret < 0)
+		elog(ERROR, "eventhub: writing organization_grants failed: %s",
+			 SPI_result_code_string(ret));
+	processed = SPI_processed;
+	SPI_finish();
 	return processed;
 }
 

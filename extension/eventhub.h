@@ -65,13 +65,14 @@ extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int n
 extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 
 /*
- * guard.c: only eventhub's own functions write its tables.  A C function
- * that writes runs its statements between EventhubBeginWrite() and
- * EventhubEndWrite(), the latter in a PG_FINALLY block so that an error
- * caught by a savepoint cannot leave writing allowed.
+ * guard.c: only eventhub's own functions write its tables, through
+ * EventhubAsOwner, which runs their statements as the extension's owner.
  */
-extern int	EventhubBeginWrite(void);
-extern void EventhubEndWrite(int saved);
+typedef void (*EventhubOwnerWork) (void *arg);
+
+extern void EventhubAsOwner(EventhubOwnerWork work, void *arg);
+extern int	EventhubExecuteAsOwner(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes,
+								   Datum *values, const char *nulls, long count);
 
 /* access.c: per-organization grants and replica ownership */
 typedef enum EventhubPrivilege

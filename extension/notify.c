@@ -623,7 +623,6 @@ rotate_notification_key(PG_FUNCTION_ARGS)
 	Oid			argtypes[1] = {BYTEAOID};
 	bytea	   *newkey = palloc(VARHDRSZ + KEY_BYTES);
 	Datum		value;
-	int			saved;
 
 	SET_VARSIZE(newkey, VARHDRSZ + KEY_BYTES);
 	if (!pg_strong_random(VARDATA(newkey), KEY_BYTES))
@@ -632,24 +631,14 @@ rotate_notification_key(PG_FUNCTION_ARGS)
 				 errmsg("could not generate a random notification key")));
 	value = PointerGetDatum(newkey);
 
-	saved = EventhubBeginWrite();
-	PG_TRY();
-	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eventhub: SPI_connect failed");
-		if (SPI_execute_plan(EventhubKeptPlan(&delete_plan, "DELETE FROM eventhub.notification_key",
-											  0, NULL), NULL, NULL, false, 0) != SPI_OK_DELETE ||
-			SPI_execute_plan(EventhubKeptPlan(&insert_plan,
-											  "INSERT INTO eventhub.notification_key (key) VALUES ($1)",
-											  1, argtypes), &value, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "eventhub: replacing the notification key failed");
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		EventhubEndWrite(saved);
-	}
-	PG_END_TRY();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	if (EventhubExecuteAsOwner(&delete_plan, "DELETE FROM eventhub.notification_key",
+							   0, NULL, NULL, NULL, 0) != SPI_OK_DELETE ||
+		EventhubExecuteAsOwner(&insert_plan, "INSERT INTO eventhub.notification_key (key) VALUES ($1)",
+							   1, argtypes, &value, NULL, 0) != SPI_OK_INSERT)
+		elog(ERROR, "eventhub: replacing the notification key failed");
+	SPI_finish();
 	PG_RETURN_VOID();
 }
 
