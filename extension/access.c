@@ -61,11 +61,12 @@ static Oid	grants_relid = InvalidOid;
 static uint64 grants_invalidations = 0;
 
 /*
- * Relcache callback: any change to organization_grants (or a reset of the
- * whole cache) makes the next check reload the grants.
+ * Called on a relcache invalidation (eventhub.c): any change to
+ * organization_grants (or a reset of the whole cache) makes the next check
+ * reload the grants.
  */
-static void
-GrantsInvalidate(Datum arg, Oid relid)
+void
+EventhubGrantsInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == grants_relid)
 	{
@@ -99,18 +100,12 @@ PrivilegeFromName(const char *name)
 static void
 EnsureGrants(void)
 {
-	static bool callback_registered = false;
 	uint64		invalidations_before;
 	Oid			relid;
 
 	if (grants_valid)
 		return;
 
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(GrantsInvalidate, (Datum) 0);
-		callback_registered = true;
-	}
 	if (grants_cxt == NULL)
 		grants_cxt = AllocSetContextCreate(TopMemoryContext, "eventhub grants",
 										   ALLOCSET_SMALL_SIZES);

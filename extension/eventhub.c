@@ -163,6 +163,20 @@ DefineSettings(void)
 }
 
 /*
+ * The one relcache callback of the library (PostgreSQL allows ten per
+ * backend, shared by every extension): each backend cache that rests on
+ * one of eventhub's tables drops its copy when that table, or the whole
+ * relcache, is invalidated.
+ */
+static void
+RelcacheInvalidate(Datum arg, Oid relid)
+{
+	EventhubSchemaInvalidate(relid);
+	EventhubGrantsInvalidate(relid);
+	EventhubKeyInvalidate(relid);
+}
+
+/*
  * Library load.  Every SQL function works without preloading; only the
  * background worker needs shared_preload_libraries = 'eventhub'.
  */
@@ -170,6 +184,7 @@ void
 _PG_init(void)
 {
 	DefineSettings();
+	CacheRegisterRelcacheCallback(RelcacheInvalidate, (Datum) 0);
 
 	if (process_shared_preload_libraries_in_progress)
 	{
@@ -186,8 +201,12 @@ _PG_init(void)
 static Oid	current_schema_relid = InvalidOid;
 static Oid	extension_owner = InvalidOid;	/* valid with current_schema_relid */
 
-static void
-SchemaCheckInvalidate(Datum arg, Oid relid)
+/*
+ * Called on a relcache invalidation: DROP EXTENSION, or an update, makes
+ * the next call look at the installed version again.
+ */
+void
+EventhubSchemaInvalidate(Oid relid)
 {
 	if (!OidIsValid(relid) || relid == current_schema_relid)
 		current_schema_relid = InvalidOid;
@@ -246,7 +265,6 @@ InstalledVersion(Oid *owner)
 void
 EventhubRequireCurrentSchema(void)
 {
-	static bool callback_registered = false;
 	char	   *installed;
 
 	Oid			owner = InvalidOid;
@@ -254,11 +272,6 @@ EventhubRequireCurrentSchema(void)
 
 	if (OidIsValid(current_schema_relid) || EventhubRunningOwnScript())
 		return;
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(SchemaCheckInvalidate, (Datum) 0);
-		callback_registered = true;
-	}
 	/* The table first: an invalidation from now on resets what follows. */
 	relid = EventhubRelid("organization_states");
 	installed = InstalledVersion(&owner);

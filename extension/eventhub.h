@@ -43,6 +43,7 @@ extern void _PG_init(void);
 extern Oid	EventhubRelid(const char *relname);
 extern char *EventhubInstalledVersion(void);
 extern void EventhubRequireCurrentSchema(void);
+extern void EventhubSchemaInvalidate(Oid relid);
 extern Oid	EventhubExtensionOwner(void);
 extern Snapshot EventhubCacheSnapshot(void);
 extern bool EventhubRunningOwnScript(void);
@@ -83,11 +84,13 @@ typedef enum EventhubPrivilege
 
 extern Oid	EventhubCallingRole(void);
 extern bool EventhubAccessControlEnabled(void);
+extern void EventhubGrantsInvalidate(Oid relid);
 extern bool EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv);
 extern void EventhubCheckOrgPrivilege(Datum org, EventhubPrivilege priv);
 
 /* notify.c: notification tokens and the commit-time NOTIFY */
 extern void EventhubNotificationToken(const char *org, int orglen, char *out);
+extern void EventhubKeyInvalidate(Oid relid);
 extern void EventhubRecordPublished(Datum org, const pg_uuid_t *version);
 extern void EventhubNotifyShmemInit(void);
 extern PGDLLEXPORT void eventhub_notifier_main(Datum main_arg);

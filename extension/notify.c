@@ -201,8 +201,13 @@ static int	last_token_orglen = -1;
 static uint64 last_token_key = 0;
 static uint8 last_token[TOKEN_BYTES];
 
-static void
-KeyInvalidate(Datum arg, Oid relid)
+/*
+ * Called on a relcache invalidation (eventhub.c): a change to
+ * notification_key (or a reset of the whole cache) makes the next token
+ * load the key again.
+ */
+void
+EventhubKeyInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == key_relid)
 	{
@@ -217,7 +222,6 @@ KeyInvalidate(Datum arg, Oid relid)
 static void
 EnsureKey(void)
 {
-	static bool callback_registered = false;
 	uint64		invalidations_before;
 	Relation	rel;
 	Snapshot	snapshot;
@@ -226,11 +230,6 @@ EnsureKey(void)
 
 	if (key_valid)
 		return;
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(KeyInvalidate, (Datum) 0);
-		callback_registered = true;
-	}
 
 	key_len = 0;
 	key_relid = EventhubRelid("notification_key");
