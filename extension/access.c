@@ -27,11 +27,13 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -44,21 +46,67 @@ PG_FUNCTION_INFO_V1(has_organization_privilege_role);
 PG_FUNCTION_INFO_V1(grant_organization);
 PG_FUNCTION_INFO_V1(revoke_organization);
 
-typedef struct GrantEntry
+/*
+ * The grants, loaded into backend memory (grants_cxt): those on an exact
+ * organization id in a hash table keyed by the id, each id with its
+ * grantees; the prefix grants, usually a handful (one per tenant), in an
+ * array scanned in order.  A check costs one hash lookup and the prefix
+ * scan, however many organizations are granted.
+ */
+typedef struct Grantee
 {
-	Oid			grantee;
-	bool		prefix;			/* organization is a prefix, not an id */
+	Oid			role;
 	int			privileges;		/* EventhubPrivilege bits */
+} Grantee;
+
+typedef struct OrgKey
+{
+	const char *id;				/* not NUL-terminated */
 	int			len;
-	char	   *organization;
-} GrantEntry;
+} OrgKey;
+
+/* An organization id's exact grants: its hash table entry. */
+typedef struct OrgGrants
+{
+	OrgKey		key;			/* first: the hash key */
+	int			ngrantees;
+	int			capacity;
+	Grantee    *grantees;
+} OrgGrants;
+
+/* A grant on every organization whose id starts with prefix. */
+typedef struct PrefixGrant
+{
+	Grantee		grantee;
+	int			len;
+	char	   *prefix;
+} PrefixGrant;
 
 static MemoryContext grants_cxt = NULL;
-static GrantEntry *grants = NULL;
-static int	ngrants = 0;
+static HTAB *exact_grants = NULL;	/* OrgKey -> OrgGrants */
+static PrefixGrant *prefix_grants = NULL;
+static int	nprefix_grants = 0;
+static int64 ngrants = 0;		/* rows of organization_grants */
 static bool grants_valid = false;
 static Oid	grants_relid = InvalidOid;
 static uint64 grants_invalidations = 0;
+
+static uint32
+OrgKeyHash(const void *key, Size keysize)
+{
+	const OrgKey *k = (const OrgKey *) key;
+
+	return hash_bytes((const unsigned char *) k->id, k->len);
+}
+
+static int
+OrgKeyMatch(const void *key1, const void *key2, Size keysize)
+{
+	const OrgKey *a = (const OrgKey *) key1;
+	const OrgKey *b = (const OrgKey *) key2;
+
+	return a->len == b->len && memcmp(a->id, b->id, a->len) == 0 ? 0 : 1;
+}
 
 /*
  * Called on a relcache invalidation (eventhub.c): any change to
@@ -92,6 +140,63 @@ PrivilegeFromName(const char *name)
 	pg_unreachable();
 }
 
+/* Adds one grant row to the loaded grants. */
+static void
+AddGrant(Oid grantee, const char *org, int len, bool prefix, int privileges)
+{
+	Grantee    *g;
+
+	if (prefix)
+	{
+		PrefixGrant *p;
+
+		if (nprefix_grants % 8 == 0)
+			prefix_grants = prefix_grants == NULL ?
+				MemoryContextAlloc(grants_cxt, 8 * sizeof(PrefixGrant)) :
+				repalloc(prefix_grants, (nprefix_grants + 8) * sizeof(PrefixGrant));
+		p = &prefix_grants[nprefix_grants++];
+		p->prefix = MemoryContextAlloc(grants_cxt, len + 1);
+		memcpy(p->prefix, org, len);
+		p->prefix[len] = '\0';
+		p->len = len;
+		g = &p->grantee;
+	}
+	else
+	{
+		OrgKey		key = {org, len};
+		OrgGrants  *o;
+		bool		found;
+
+		o = hash_search(exact_grants, &key, HASH_ENTER, &found);
+		if (!found)
+		{
+			char	   *id = MemoryContextAlloc(grants_cxt, len + 1);
+
+			memcpy(id, org, len);
+			id[len] = '\0';
+			o->key.id = id;		/* the entry's own copy of the id */
+			o->key.len = len;
+			o->ngrantees = 0;
+			o->capacity = 2;
+			o->grantees = MemoryContextAlloc(grants_cxt, o->capacity * sizeof(Grantee));
+		}
+		for (int i = 0; i < o->ngrantees; i++)
+			if (o->grantees[i].role == grantee)
+			{
+				o->grantees[i].privileges |= privileges;
+				return;
+			}
+		if (o->ngrantees == o->capacity)
+		{
+			o->capacity *= 2;
+			o->grantees = repalloc(o->grantees, o->capacity * sizeof(Grantee));
+		}
+		g = &o->grantees[o->ngrantees++];
+	}
+	g->role = grantee;
+	g->privileges = privileges;
+}
+
 /*
  * Loads organization_grants into backend memory, unless the copy is valid.
  * Reads the table directly (no query, no permission check of the caller):
@@ -102,6 +207,7 @@ EnsureGrants(void)
 {
 	uint64		invalidations_before;
 	Oid			relid;
+	HASHCTL		ctl;
 
 	if (grants_valid)
 		return;
@@ -111,7 +217,15 @@ EnsureGrants(void)
 										   ALLOCSET_SMALL_SIZES);
 	else
 		MemoryContextReset(grants_cxt);
-	grants = NULL;
+	ctl.keysize = sizeof(OrgKey);
+	ctl.entrysize = sizeof(OrgGrants);
+	ctl.hash = OrgKeyHash;
+	ctl.match = OrgKeyMatch;
+	ctl.hcxt = grants_cxt;
+	exact_grants = hash_create("eventhub organization grants", 64, &ctl,
+							   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	prefix_grants = NULL;
+	nprefix_grants = 0;
 	ngrants = 0;
 
 	relid = EventhubRelid("organization_grants");
@@ -123,35 +237,25 @@ EnsureGrants(void)
 		TupleDesc	desc = RelationGetDescr(rel);
 		Snapshot	snapshot = RegisterSnapshot(EventhubCacheSnapshot());
 		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
-		int			capacity = 8;
 		HeapTuple	tuple;
 
-		grants = MemoryContextAlloc(grants_cxt, capacity * sizeof(GrantEntry));
 		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
 			bool		isnull;
-			GrantEntry *g;
 			text	   *org;
 			char	   *privilege;
+			int			privileges;
 
 			CHECK_FOR_INTERRUPTS();
-			if (ngrants == capacity)
-			{
-				capacity *= 2;
-				grants = repalloc(grants, capacity * sizeof(GrantEntry));
-			}
-			g = &grants[ngrants];
 			/* Columns 1-4: grantee, organization_id, prefix, privilege. */
-			g->grantee = DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull));
 			org = DatumGetTextPP(heap_getattr(tuple, 2, desc, &isnull));
-			g->prefix = DatumGetBool(heap_getattr(tuple, 3, desc, &isnull));
 			privilege = TextDatumGetCString(heap_getattr(tuple, 4, desc, &isnull));
-			g->privileges = PrivilegeFromName(privilege);
+			privileges = PrivilegeFromName(privilege);
 			pfree(privilege);
-			g->len = VARSIZE_ANY_EXHDR(org);
-			g->organization = MemoryContextAlloc(grants_cxt, g->len + 1);
-			memcpy(g->organization, VARDATA_ANY(org), g->len);
-			g->organization[g->len] = '\0';
+			AddGrant(DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull)),
+					 VARDATA_ANY(org), VARSIZE_ANY_EXHDR(org),
+					 DatumGetBool(heap_getattr(tuple, 3, desc, &isnull)),
+					 privileges);
 			ngrants++;
 		}
 		table_endscan(scan);
@@ -175,27 +279,35 @@ EventhubAccessControlEnabled(void)
 }
 
 /*
- * Whether role may use privilege on organization org (orglen bytes).
+ * Whether role may use privilege on organization org (orglen bytes): by a
+ * grant on that id or on a prefix of it, to role or to a role whose
+ * privileges it has.
  */
 bool
 EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv)
 {
+	OrgKey		key = {org, orglen};
+	OrgGrants  *o;
+
 	EnsureGrants();
 	if (ngrants == 0)
 		return true;
 	if (superuser_arg(role) || has_bypassrls_privilege(role))
 		return true;
 
-	for (int i = 0; i < ngrants; i++)
+	o = hash_search(exact_grants, &key, HASH_FIND, NULL);
+	if (o != NULL)
+		for (int i = 0; i < o->ngrantees; i++)
+			if ((o->grantees[i].privileges & priv) != 0 &&
+				has_privs_of_role(role, o->grantees[i].role))
+				return true;
+	for (int i = 0; i < nprefix_grants; i++)
 	{
-		GrantEntry *g = &grants[i];
+		PrefixGrant *p = &prefix_grants[i];
 
-		if ((g->privileges & priv) == 0)
-			continue;
-		if (g->prefix ? (orglen < g->len || memcmp(org, g->organization, g->len) != 0)
-			: (orglen != g->len || memcmp(org, g->organization, orglen) != 0))
-			continue;
-		if (has_privs_of_role(role, g->grantee))
+		if ((p->grantee.privileges & priv) != 0 && orglen >= p->len &&
+			memcmp(org, p->prefix, p->len) == 0 &&
+			has_privs_of_role(role, p->grantee.role))
 			return true;
 	}
 	return false;
