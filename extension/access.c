@@ -469,3 +469,112 @@ revoke_organization(PG_FUNCTION_ARGS)
 							   " AND prefix OPERATOR(pg_catalog.=) $4",
 							   4, argtypes, values) == 1);
 }
+
+/*
+ * Removes what roles dropped since the last cycle left behind: their
+ * grants, and the replicas they registered (with their progress).  Grants
+ * and replica owners are regrole columns, which PostgreSQL records no
+ * dependency for, so DROP ROLE leaves them; a role created later could get
+ * the same OID and with it the grants.  Logs what it removed and returns
+ * how many rows.  The caller has connected to SPI and set up a transaction.
+ */
+int64
+EventhubRemoveDroppedRoles(void)
+{
+	static EventhubPlan grants_plan;
+	static EventhubPlan replicas_plan;
+	int64		removed = 0;
+	int			ret;
+
+	ret = EventhubExecuteAsOwner(&grants_plan,
+								 "WITH gone AS ("
+								 " DELETE FROM eventhub.organization_grants g"
+								 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
+								 "  WHERE a.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid)"
+								 " RETURNING g.grantee::pg_catalog.oid AS role)"
+								 " SELECT role, pg_catalog.count(*) FROM gone GROUP BY role ORDER BY role",
+								 0, NULL, NULL, NULL, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: removing the grants of dropped roles failed: %s",
+			 SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+		int64		count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+														SPI_tuptable->tupdesc, 2, &isnull));
+
+		ereport(LOG,
+				(errmsg("eventhub removed " INT64_FORMAT " organization grants of dropped role %u",
+						count, role)));
+		removed += count;
+	}
+
+	/* Owner 0: registered before 0.2.0, claimed by its next heartbeat. */
+	ret = EventhubExecuteAsOwner(&replicas_plan,
+								 "DELETE FROM eventhub.replicas r"
+								 " WHERE r.owner::pg_catalog.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid"
+								 " AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
+								 "  WHERE a.oid OPERATOR(pg_catalog.=) r.owner::pg_catalog.oid)"
+								 " RETURNING r.replica_id, r.owner::pg_catalog.oid",
+								 0, NULL, NULL, NULL, 0);
+	if (ret != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "eventhub: removing the replicas of dropped roles failed: %s",
+			 SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		ereport(LOG,
+				(errmsg("eventhub removed replica \"%s\" of dropped role %s",
+						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
+						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2))));
+	removed += SPI_processed;
+	return removed;
+}
+
+/*
+ * DROP ROLE role is running in this database's session (eventhub.c's
+ * object access hook): removes the role's grants and replicas here at once,
+ * in the same transaction, so that they go if and only if the role goes.
+ * Other databases are cleaned by their next maintenance cycle.  Nothing
+ * here depends on anything the role dropping it can create or set: two
+ * fixed statements on eventhub's tables, run as the owner with
+ * search_path pinned, with the role's OID from the catalog.
+ */
+void
+EventhubRoleDropped(Oid role)
+{
+	static EventhubPlan grants_plan;
+	static EventhubPlan replicas_plan;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(role)};
+	uint64		grants_removed;
+	int			ret;
+
+	/* Not installed here, or not at this library's version: maintenance. */
+	if (EventhubRunningOwnScript() || !EventhubSchemaIsCurrent() ||
+		!OidIsValid(EventhubRelid("organization_grants")))
+		return;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(&grants_plan,
+								 "DELETE FROM eventhub.organization_grants"
+								 " WHERE grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+								 1, argtypes, values, NULL, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: removing the grants of a dropped role failed: %s",
+			 SPI_result_code_string(ret));
+	grants_removed = SPI_processed;
+	ret = EventhubExecuteAsOwner(&replicas_plan,
+								 "DELETE FROM eventhub.replicas"
+								 " WHERE owner::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+								 1, argtypes, values, NULL, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: removing the replicas of a dropped role failed: %s",
+			 SPI_result_code_string(ret));
+	if (grants_removed > 0 || SPI_processed > 0)
+		ereport(LOG,
+				(errmsg("eventhub removed " UINT64_FORMAT " organization grants and " UINT64_FORMAT " replicas of dropped role %u",
+						grants_removed, SPI_processed, role)));
+	SPI_finish();
+}

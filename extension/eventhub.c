@@ -18,6 +18,8 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "fmgr.h"
@@ -176,6 +178,21 @@ RelcacheInvalidate(Datum arg, Oid relid)
 	EventhubKeyInvalidate(relid);
 }
 
+static object_access_hook_type prev_object_access_hook = NULL;
+
+/*
+ * Object access hook: DROP ROLE takes the role's organization grants and
+ * replicas in this database with it (access.c).
+ */
+static void
+ObjectAccess(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access == OAT_DROP && classId == AuthIdRelationId)
+		EventhubRoleDropped(objectId);
+}
+
 /*
  * Library load.  Every SQL function works without preloading; only the
  * background worker needs shared_preload_libraries = 'eventhub'.
@@ -185,6 +202,8 @@ _PG_init(void)
 {
 	DefineSettings();
 	CacheRegisterRelcacheCallback(RelcacheInvalidate, (Datum) 0);
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = ObjectAccess;
 
 	if (process_shared_preload_libraries_in_progress)
 	{
@@ -255,35 +274,51 @@ InstalledVersion(Oid *owner)
 }
 
 /*
+ * Whether this database's eventhub SQL objects are at this library's
+ * version.  One catalog lookup per session while the answer is yes.
+ */
+bool
+EventhubSchemaIsCurrent(void)
+{
+	Oid			owner = InvalidOid;
+	Oid			relid;
+	char	   *installed;
+
+	if (OidIsValid(current_schema_relid))
+		return true;
+	/* The table first: an invalidation from now on resets what follows. */
+	relid = EventhubRelid("organization_states");
+	installed = InstalledVersion(&owner);
+	if (installed == NULL || strcmp(installed, EVENTHUB_EXTVERSION) != 0)
+		return false;
+	extension_owner = owner;
+	current_schema_relid = relid;
+	return true;
+}
+
+/*
  * Refuses to go on while this database's eventhub SQL objects are older (or
  * newer) than this library: new binaries installed, ALTER EXTENSION eventhub
  * UPDATE not yet run.  The library's queries name the current objects, so
- * it says so plainly instead of failing on a missing column halfway.  One
- * catalog lookup per session while the answer is yes; none during CREATE
- * or ALTER EXTENSION, whose scripts may call eventhub's functions.
+ * it says so plainly instead of failing on a missing column halfway.  No
+ * catalog lookup during CREATE or ALTER EXTENSION, whose scripts may call
+ * eventhub's functions.
  */
 void
 EventhubRequireCurrentSchema(void)
 {
 	char	   *installed;
 
-	Oid			owner = InvalidOid;
-	Oid			relid;
-
-	if (OidIsValid(current_schema_relid) || EventhubRunningOwnScript())
+	if (OidIsValid(current_schema_relid) || EventhubRunningOwnScript() ||
+		EventhubSchemaIsCurrent())
 		return;
-	/* The table first: an invalidation from now on resets what follows. */
-	relid = EventhubRelid("organization_states");
-	installed = InstalledVersion(&owner);
-	if (installed == NULL || strcmp(installed, EVENTHUB_EXTVERSION) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("eventhub's SQL objects in this database are at version %s, its library at version %s",
-						installed ? installed : "(none)", EVENTHUB_EXTVERSION),
-				 errdetail("New binaries were installed; the database has not been updated yet."),
-				 errhint("Run ALTER EXTENSION eventhub UPDATE in this database.")));
-	extension_owner = owner;
-	current_schema_relid = relid;
+	installed = InstalledVersion(NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("eventhub's SQL objects in this database are at version %s, its library at version %s",
+					installed ? installed : "(none)", EVENTHUB_EXTVERSION),
+			 errdetail("New binaries were installed; the database has not been updated yet."),
+			 errhint("Run ALTER EXTENSION eventhub UPDATE in this database.")));
 }
 
 /*

@@ -42,6 +42,7 @@ extern void _PG_init(void);
 /* eventhub.c: helpers */
 extern Oid	EventhubRelid(const char *relname);
 extern char *EventhubInstalledVersion(void);
+extern bool EventhubSchemaIsCurrent(void);
 extern void EventhubRequireCurrentSchema(void);
 extern void EventhubSchemaInvalidate(Oid relid);
 extern Oid	EventhubExtensionOwner(void);
@@ -87,6 +88,8 @@ extern bool EventhubAccessControlEnabled(void);
 extern void EventhubGrantsInvalidate(Oid relid);
 extern bool EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv);
 extern void EventhubCheckOrgPrivilege(Datum org, EventhubPrivilege priv);
+extern int64 EventhubRemoveDroppedRoles(void);
+extern void EventhubRoleDropped(Oid role);
 
 /* notify.c: notification tokens and the commit-time NOTIFY */
 extern void EventhubNotificationToken(const char *org, int orglen, char *out);

@@ -130,7 +130,7 @@ EventhubRemoveStaleReplicas(void)
  * run_maintenance() -> bigint
  *
  * One maintenance cycle on demand, in the caller's transaction: removes
- * stale replicas, deletes expired events eventhub.cleanup_batch_size at a
+ * stale replicas and what dropped roles left behind, deletes expired events eventhub.cleanup_batch_size at a
  * time, and returns how many events it deleted.  For servers where the background
  * worker cannot be preloaded (run it from cron or pg_cron instead).
  */
@@ -147,6 +147,7 @@ run_maintenance(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	(void) EventhubRemoveStaleReplicas();
+	(void) EventhubRemoveDroppedRoles();
 	do
 	{
 		CHECK_FOR_INTERRUPTS();

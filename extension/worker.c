@@ -204,8 +204,8 @@ typedef struct CleanupPass
 static CleanupPass cleanup;
 
 /*
- * Starts a maintenance cycle: removes stale replicas, then begins a
- * retention pass, whose first batch is due at once.
+ * Starts a maintenance cycle: removes stale replicas and what dropped roles
+ * left behind (access.c), then begins a retention pass, whose first batch is due at once.
  */
 static void
 BeginCycle(void)
@@ -214,6 +214,9 @@ BeginCycle(void)
 
 	BeginWork("eventhub: removing stale replicas");
 	replicas = EventhubRemoveStaleReplicas();
+	EndWork();
+	BeginWork("eventhub: removing what dropped roles left");
+	(void) EventhubRemoveDroppedRoles();
 	EndWork();
 	if (replicas > 0)
 		ereport(LOG,
