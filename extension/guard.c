@@ -172,16 +172,6 @@ EventhubCallingRole(void)
 }
 
 /*
- * Whether the extension's own install or update script is running.
- */
-bool
-EventhubRunningOwnScript(void)
-{
-	return creating_extension &&
-		CurrentExtensionObject == get_extension_oid("eventhub", true);
-}
-
-/*
  * protect_table() trigger: BEFORE INSERT OR UPDATE OR DELETE FOR EACH
  * STATEMENT, and BEFORE TRUNCATE.  Its one argument is a hint naming the
  * functions that write the table.

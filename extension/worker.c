@@ -5,7 +5,7 @@
  *
  * One static worker, registered when the library is preloaded, serves the
  * database named by eventhub.database.  Each cycle it removes stale replicas
- * and deletes expired events in batches, each batch in a short transaction
+ * and what dropped roles left behind, and deletes expired events in batches, each batch in a short transaction
  * of its own and a step of the main loop, which reloads the configuration
  * and looks for stalled clients between two batches; then it sleeps for
  * eventhub.maintenance_interval.  More often
@@ -18,8 +18,8 @@
  *
  * The worker is a superuser session, and a database owner who is not a
  * superuser can reach its settings with ALTER DATABASE ... SET: it pins the
- * ones its queries depend on (search_path above all) before the first query,
- * and every name in its queries is schema-qualified.
+ * ones its queries depend on (search_path above all, common.c) before the
+ * first query, and every name in its queries is schema-qualified.
  */
 #include "postgres.h"
 
@@ -90,7 +90,7 @@ RegisterWorker(const char *function, const char *name, const char *type, int res
 }
 
 /*
- * Registers the maintenance worker and the notifier (notify.c).  Called
+ * Registers the maintenance worker and the notifier (notifier.c).  Called
  * from _PG_init while shared_preload_libraries is processed.  The notifier
  * comes back after a second: until it does, publishers notify by themselves.
  */
@@ -129,28 +129,6 @@ EndWork(void)
 	debug_query_string = NULL;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
-/*
- * Pins the settings the worker's queries depend on.  A database owner can
- * set any of these for the worker's session with ALTER DATABASE ... SET; an
- * override source takes precedence over all of them.
- */
-void
-EventhubPinSettings(void)
-{
-	static const char *const pinned[][2] = {
-		{"search_path", "pg_catalog, pg_temp"},
-		{"role", "none"},
-		{"default_transaction_isolation", "read committed"},
-		{"default_transaction_read_only", "off"},
-		{"statement_timeout", "0"},
-		{"lock_timeout", "0"},
-		{"idle_in_transaction_session_timeout", "0"},
-	};
-
-	for (size_t i = 0; i < lengthof(pinned); i++)
-		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
@@ -205,7 +183,8 @@ static CleanupPass cleanup;
 
 /*
  * Starts a maintenance cycle: removes stale replicas and what dropped roles
- * left behind (access.c), then begins a retention pass, whose first batch is due at once.
+ * left behind (access.c), then begins a retention pass, whose first batch
+ * is due at once.
  */
 static void
 BeginCycle(void)
