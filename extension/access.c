@@ -11,14 +11,19 @@
  * Superusers and roles with BYPASSRLS are not restricted, as row-level
  * security does not restrict them either.
  *
- * The role checked is the session's current role outside any SECURITY
- * DEFINER function (the login role, or the one set with SET ROLE): eventhub's
- * own functions are SECURITY DEFINER, so current_user inside them is their
- * owner, never the caller.
+ * The role checked is the one calling eventhub's function
+ * (EventhubCallingRole): the session's current role (the login role, or the
+ * one set with SET ROLE), or inside another role's SECURITY DEFINER function
+ * that function's owner.  eventhub's functions are SECURITY INVOKER and take
+ * the extension owner's rights only around their own statements (guard.c).
  *
  * Each backend keeps the grants in memory.  Any change to the table fires a
  * trigger that invalidates every backend's copy at commit (guard.c), so the
  * checks on the publish path cost no query.
+ *
+ * Grantees and replica owners are regrole columns, on which PostgreSQL
+ * records no dependency: DROP ROLE removes them itself here (an object
+ * access hook), and maintenance removes any left by roles that are gone.
  */
 #include "postgres.h"
 

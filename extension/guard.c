@@ -13,8 +13,8 @@
  *    of eventhub's C functions runs it (EventhubAsOwner), the extension's
  *    own script runs it, or a superuser turned eventhub.protect_tables off.
  *  - protect_ddl(), an event trigger, refuses CREATE TRIGGER on eventhub's
- *    tables: such a trigger would run inside eventhub's SECURITY DEFINER
- *    functions, with the privileges of their owner (a superuser), so the
+ *    tables: such a trigger would run inside eventhub's statements, with
+ *    the privileges of the extension's owner (usually a superuser), so the
  *    TRIGGER privilege would be a way to become superuser.
  *  - invalidate_cache(), an AFTER ... FOR EACH STATEMENT trigger on the
  *    tables that backends cache (grants, the notification key), makes every

@@ -53,39 +53,24 @@ typedef struct PendingNotify
 {
 	uint8		token[EVENTHUB_TOKEN_BYTES];	/* hash key */
 	pg_uuid_t	version;
-	int			order;
 } PendingNotify;
 
-static int
-PendingOrder(const void *a, const void *b)
-{
-	const PendingNotify *const *x = a;
-	const PendingNotify *const *y = b;
-
-	return (*x)->order - (*y)->order;
-}
-
 /*
- * Takes up to NOTIFIER_BATCH queued announcements, keeps each
- * organization's last version, and sends them in one transaction, after a
- * notification with the zero token ("poll now") when announcements were
- * dropped since *dropped_seen or *poll_now is set.  Returns the number of
- * announcements taken (NOTIFIER_BATCH: more may wait).
+ * What one batch gathers, allocated once: each organization's last version
+ * (pending), the organizations in the order they first came (order), and
+ * the payload buffer.  A wake-up allocates nothing.
  */
-static int
-SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
+static HTAB *pending = NULL;
+static PendingNotify **order = NULL;
+static StringInfoData payload;
+
+static void
+InitBatch(void)
 {
-	uint64		dropped = EventhubQueueDropped();
 	HASHCTL		ctl;
-	HTAB	   *pending;
-	PendingNotify **order;
-	int			n = 0;
-	int			taken = 0;
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "eventhub notifier",
+											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	StringInfoData payload;
-	uint8		token[EVENTHUB_TOKEN_BYTES];
-	pg_uuid_t	version;
-	bool		ours;
 
 	ctl.keysize = EVENTHUB_TOKEN_BYTES;
 	ctl.entrysize = sizeof(PendingNotify);
@@ -93,6 +78,28 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 	pending = hash_create("eventhub pending notifications", 256, &ctl,
 						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	order = palloc(sizeof(PendingNotify *) * NOTIFIER_BATCH);
+	initStringInfo(&payload);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Takes up to NOTIFIER_BATCH queued announcements, keeps each
+ * organization's last version, and sends them in one transaction, in the
+ * order the organizations first came, after a notification with the zero
+ * token ("poll now") when announcements were dropped since *dropped_seen or
+ * *poll_now is set.  Returns the number of announcements taken
+ * (NOTIFIER_BATCH: more may wait).
+ */
+static int
+SendQueued(uint64 *dropped_seen, bool *poll_now)
+{
+	uint64		dropped = EventhubQueueDropped();
+	int			n = 0;
+	int			taken = 0;
+	uint8		token[EVENTHUB_TOKEN_BYTES];
+	pg_uuid_t	version;
+	bool		ours;
+
 	for (; taken < NOTIFIER_BATCH && EventhubQueuePop(token, &version, &ours); taken++)
 	{
 		PendingNotify *p;
@@ -102,10 +109,7 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 			continue;
 		p = hash_search(pending, token, HASH_ENTER, &found);
 		if (!found)
-		{
-			p->order = n;
 			order[n++] = p;
-		}
 		p->version = version;
 	}
 
@@ -114,7 +118,6 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 		static const uint8 zero_token[EVENTHUB_TOKEN_BYTES] = {0};
 		static const pg_uuid_t zero_version = {{0}};
 
-		initStringInfo(&payload);
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		pgstat_report_activity(STATE_RUNNING, "eventhub: sending notifications");
@@ -131,7 +134,6 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 			EventhubFormatPayload(&payload, zero_token, &zero_version);
 			Async_Notify(EVENTHUB_CHANNEL, payload.data);
 		}
-		qsort(order, n, sizeof(PendingNotify *), PendingOrder);
 		for (int i = 0; i < n; i++)
 		{
 			EventhubFormatPayload(&payload, order[i]->token, &order[i]->version);
@@ -142,8 +144,9 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 		*dropped_seen = dropped;
 		*poll_now = false;
 	}
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(cxt);
+	/* Empty the table for the next batch; its entries are kept for reuse. */
+	for (int i = 0; i < n; i++)
+		(void) hash_search(pending, order[i]->token, HASH_REMOVE, NULL);
 	return taken;
 }
 
@@ -154,7 +157,6 @@ SendQueued(MemoryContext cxt, uint64 *dropped_seen, bool *poll_now)
 void
 eventhub_notifier_main(Datum main_arg)
 {
-	MemoryContext cxt;
 	uint64		dropped_seen;
 	bool		poll_now;
 	double		rate = 0;		/* announcements per ms lately */
@@ -169,7 +171,7 @@ eventhub_notifier_main(Datum main_arg)
 	/* Its transactions write no data: nothing to wait for at commit. */
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("eventhub notifier");
-	cxt = AllocSetContextCreate(TopMemoryContext, "eventhub notifier", ALLOCSET_DEFAULT_SIZES);
+	InitBatch();
 	dropped_seen = EventhubQueueDropped();
 	/*
 	 * A notifier that stopped may have taken announcements it never sent,
@@ -194,7 +196,7 @@ eventhub_notifier_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		taken = SendQueued(cxt, &dropped_seen, &poll_now);
+		taken = SendQueued(&dropped_seen, &poll_now);
 		now = GetCurrentTimestamp();
 		rate = (rate + taken / Max((now - last_send) / 1000.0, 1.0)) / 2;
 		last_send = now;
