@@ -9,9 +9,13 @@ EXTVERSION = $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*
 MODULE_big = eventhub
 OBJS = \
 	extension/access.o \
+	extension/common.o \
 	extension/eventhub.o \
 	extension/guard.o \
+	extension/notifier.o \
 	extension/notify.o \
+	extension/notify_key.o \
+	extension/notify_queue.o \
 	extension/publish.o \
 	extension/read.o \
 	extension/replicas.o \

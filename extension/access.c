@@ -11,14 +11,19 @@
  * Superusers and roles with BYPASSRLS are not restricted, as row-level
  * security does not restrict them either.
  *
- * The role checked is the session's current role outside any SECURITY
- * DEFINER function (the login role, or the one set with SET ROLE): eventhub's
- * own functions are SECURITY DEFINER, so current_user inside them is their
- * owner, never the caller.
+ * The role checked is the one calling eventhub's function
+ * (EventhubCallingRole): the session's current role (the login role, or the
+ * one set with SET ROLE), or inside another role's SECURITY DEFINER function
+ * that function's owner.  eventhub's functions are SECURITY INVOKER and take
+ * the extension owner's rights only around their own statements (guard.c).
  *
  * Each backend keeps the grants in memory.  Any change to the table fires a
  * trigger that invalidates every backend's copy at commit (guard.c), so the
  * checks on the publish path cost no query.
+ *
+ * Grantees and replica owners are regrole columns, on which PostgreSQL
+ * records no dependency: DROP ROLE removes them itself here (an object
+ * access hook), and maintenance removes any left by roles that are gone.
  */
 #include "postgres.h"
 
@@ -27,11 +32,13 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -44,28 +51,75 @@ PG_FUNCTION_INFO_V1(has_organization_privilege_role);
 PG_FUNCTION_INFO_V1(grant_organization);
 PG_FUNCTION_INFO_V1(revoke_organization);
 
-typedef struct GrantEntry
+/*
+ * The grants, loaded into backend memory (grants_cxt): those on an exact
+ * organization id in a hash table keyed by the id, each id with its
+ * grantees; the prefix grants, usually a handful (one per tenant), in an
+ * array scanned in order.  A check costs one hash lookup and the prefix
+ * scan, however many organizations are granted.
+ */
+typedef struct Grantee
 {
-	Oid			grantee;
-	bool		prefix;			/* organization is a prefix, not an id */
+	Oid			role;
 	int			privileges;		/* EventhubPrivilege bits */
+} Grantee;
+
+typedef struct OrgKey
+{
+	const char *id;				/* not NUL-terminated */
 	int			len;
-	char	   *organization;
-} GrantEntry;
+} OrgKey;
+
+/* An organization id's exact grants: its hash table entry. */
+typedef struct OrgGrants
+{
+	OrgKey		key;			/* first: the hash key */
+	int			ngrantees;
+	int			capacity;
+	Grantee    *grantees;
+} OrgGrants;
+
+/* A grant on every organization whose id starts with prefix. */
+typedef struct PrefixGrant
+{
+	Grantee		grantee;
+	int			len;
+	char	   *prefix;
+} PrefixGrant;
 
 static MemoryContext grants_cxt = NULL;
-static GrantEntry *grants = NULL;
-static int	ngrants = 0;
+static HTAB *exact_grants = NULL;	/* OrgKey -> OrgGrants */
+static PrefixGrant *prefix_grants = NULL;
+static int	nprefix_grants = 0;
+static int64 ngrants = 0;		/* rows of organization_grants */
 static bool grants_valid = false;
 static Oid	grants_relid = InvalidOid;
 static uint64 grants_invalidations = 0;
 
+static uint32
+OrgKeyHash(const void *key, Size keysize)
+{
+	const OrgKey *k = (const OrgKey *) key;
+
+	return hash_bytes((const unsigned char *) k->id, k->len);
+}
+
+static int
+OrgKeyMatch(const void *key1, const void *key2, Size keysize)
+{
+	const OrgKey *a = (const OrgKey *) key1;
+	const OrgKey *b = (const OrgKey *) key2;
+
+	return a->len == b->len && memcmp(a->id, b->id, a->len) == 0 ? 0 : 1;
+}
+
 /*
- * Relcache callback: any change to organization_grants (or a reset of the
- * whole cache) makes the next check reload the grants.
+ * Called on a relcache invalidation (eventhub.c): any change to
+ * organization_grants (or a reset of the whole cache) makes the next check
+ * reload the grants.
  */
-static void
-GrantsInvalidate(Datum arg, Oid relid)
+void
+EventhubGrantsInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == grants_relid)
 	{
@@ -91,6 +145,63 @@ PrivilegeFromName(const char *name)
 	pg_unreachable();
 }
 
+/* Adds one grant row to the loaded grants. */
+static void
+AddGrant(Oid grantee, const char *org, int len, bool prefix, int privileges)
+{
+	Grantee    *g;
+
+	if (prefix)
+	{
+		PrefixGrant *p;
+
+		if (nprefix_grants % 8 == 0)
+			prefix_grants = prefix_grants == NULL ?
+				MemoryContextAlloc(grants_cxt, 8 * sizeof(PrefixGrant)) :
+				repalloc(prefix_grants, (nprefix_grants + 8) * sizeof(PrefixGrant));
+		p = &prefix_grants[nprefix_grants++];
+		p->prefix = MemoryContextAlloc(grants_cxt, len + 1);
+		memcpy(p->prefix, org, len);
+		p->prefix[len] = '\0';
+		p->len = len;
+		g = &p->grantee;
+	}
+	else
+	{
+		OrgKey		key = {org, len};
+		OrgGrants  *o;
+		bool		found;
+
+		o = hash_search(exact_grants, &key, HASH_ENTER, &found);
+		if (!found)
+		{
+			char	   *id = MemoryContextAlloc(grants_cxt, len + 1);
+
+			memcpy(id, org, len);
+			id[len] = '\0';
+			o->key.id = id;		/* the entry's own copy of the id */
+			o->key.len = len;
+			o->ngrantees = 0;
+			o->capacity = 2;
+			o->grantees = MemoryContextAlloc(grants_cxt, o->capacity * sizeof(Grantee));
+		}
+		for (int i = 0; i < o->ngrantees; i++)
+			if (o->grantees[i].role == grantee)
+			{
+				o->grantees[i].privileges |= privileges;
+				return;
+			}
+		if (o->ngrantees == o->capacity)
+		{
+			o->capacity *= 2;
+			o->grantees = repalloc(o->grantees, o->capacity * sizeof(Grantee));
+		}
+		g = &o->grantees[o->ngrantees++];
+	}
+	g->role = grantee;
+	g->privileges = privileges;
+}
+
 /*
  * Loads organization_grants into backend memory, unless the copy is valid.
  * Reads the table directly (no query, no permission check of the caller):
@@ -99,24 +210,27 @@ PrivilegeFromName(const char *name)
 static void
 EnsureGrants(void)
 {
-	static bool callback_registered = false;
 	uint64		invalidations_before;
 	Oid			relid;
+	HASHCTL		ctl;
 
 	if (grants_valid)
 		return;
 
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(GrantsInvalidate, (Datum) 0);
-		callback_registered = true;
-	}
 	if (grants_cxt == NULL)
 		grants_cxt = AllocSetContextCreate(TopMemoryContext, "eventhub grants",
 										   ALLOCSET_SMALL_SIZES);
 	else
 		MemoryContextReset(grants_cxt);
-	grants = NULL;
+	ctl.keysize = sizeof(OrgKey);
+	ctl.entrysize = sizeof(OrgGrants);
+	ctl.hash = OrgKeyHash;
+	ctl.match = OrgKeyMatch;
+	ctl.hcxt = grants_cxt;
+	exact_grants = hash_create("eventhub organization grants", 64, &ctl,
+							   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	prefix_grants = NULL;
+	nprefix_grants = 0;
 	ngrants = 0;
 
 	relid = EventhubRelid("organization_grants");
@@ -128,35 +242,25 @@ EnsureGrants(void)
 		TupleDesc	desc = RelationGetDescr(rel);
 		Snapshot	snapshot = RegisterSnapshot(EventhubCacheSnapshot());
 		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
-		int			capacity = 8;
 		HeapTuple	tuple;
 
-		grants = MemoryContextAlloc(grants_cxt, capacity * sizeof(GrantEntry));
 		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
 			bool		isnull;
-			GrantEntry *g;
 			text	   *org;
 			char	   *privilege;
+			int			privileges;
 
 			CHECK_FOR_INTERRUPTS();
-			if (ngrants == capacity)
-			{
-				capacity *= 2;
-				grants = repalloc(grants, capacity * sizeof(GrantEntry));
-			}
-			g = &grants[ngrants];
 			/* Columns 1-4: grantee, organization_id, prefix, privilege. */
-			g->grantee = DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull));
 			org = DatumGetTextPP(heap_getattr(tuple, 2, desc, &isnull));
-			g->prefix = DatumGetBool(heap_getattr(tuple, 3, desc, &isnull));
 			privilege = TextDatumGetCString(heap_getattr(tuple, 4, desc, &isnull));
-			g->privileges = PrivilegeFromName(privilege);
+			privileges = PrivilegeFromName(privilege);
 			pfree(privilege);
-			g->len = VARSIZE_ANY_EXHDR(org);
-			g->organization = MemoryContextAlloc(grants_cxt, g->len + 1);
-			memcpy(g->organization, VARDATA_ANY(org), g->len);
-			g->organization[g->len] = '\0';
+			AddGrant(DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull)),
+					 VARDATA_ANY(org), VARSIZE_ANY_EXHDR(org),
+					 DatumGetBool(heap_getattr(tuple, 3, desc, &isnull)),
+					 privileges);
 			ngrants++;
 		}
 		table_endscan(scan);
@@ -180,27 +284,35 @@ EventhubAccessControlEnabled(void)
 }
 
 /*
- * Whether role may use privilege on organization org (orglen bytes).
+ * Whether role may use privilege on organization org (orglen bytes): by a
+ * grant on that id or on a prefix of it, to role or to a role whose
+ * privileges it has.
  */
 bool
 EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv)
 {
+	OrgKey		key = {org, orglen};
+	OrgGrants  *o;
+
 	EnsureGrants();
 	if (ngrants == 0)
 		return true;
 	if (superuser_arg(role) || has_bypassrls_privilege(role))
 		return true;
 
-	for (int i = 0; i < ngrants; i++)
+	o = hash_search(exact_grants, &key, HASH_FIND, NULL);
+	if (o != NULL)
+		for (int i = 0; i < o->ngrantees; i++)
+			if ((o->grantees[i].privileges & priv) != 0 &&
+				has_privs_of_role(role, o->grantees[i].role))
+				return true;
+	for (int i = 0; i < nprefix_grants; i++)
 	{
-		GrantEntry *g = &grants[i];
+		PrefixGrant *p = &prefix_grants[i];
 
-		if ((g->privileges & priv) == 0)
-			continue;
-		if (g->prefix ? (orglen < g->len || memcmp(org, g->organization, g->len) != 0)
-			: (orglen != g->len || memcmp(org, g->organization, orglen) != 0))
-			continue;
-		if (has_privs_of_role(role, g->grantee))
+		if ((p->grantee.privileges & priv) != 0 && orglen >= p->len &&
+			memcmp(org, p->prefix, p->len) == 0 &&
+			has_privs_of_role(role, p->grantee.role))
 			return true;
 	}
 	return false;
@@ -300,28 +412,17 @@ GrantArgs(FunctionCallInfo fcinfo, Datum *values)
 static uint64
 WriteGrants(EventhubPlan *plan, const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
-	int			saved = EventhubBeginWrite();
-	uint64		processed = 0;
+	uint64		processed;
+	int			ret;
 
-	PG_TRY();
-	{
-		int			ret;
-
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eventhub: SPI_connect failed");
-		ret = SPI_execute_plan(EventhubKeptPlan(plan, sql, nargs, argtypes),
-							   values, NULL, false, 0);
-		if (ret < 0)
-			elog(ERROR, "eventhub: writing organization_grants failed: %s",
-				 SPI_result_code_string(ret));
-		processed = SPI_processed;
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		EventhubEndWrite(saved);
-	}
-	PG_END_TRY();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(plan, sql, nargs, argtypes, values, NULL, 0);
+	if (ret < 0)
+		elog(ERROR, "eventhub: writing organization_grants failed: %s",
+			 SPI_result_code_string(ret));
+	processed = SPI_processed;
+	SPI_finish();
 	return processed;
 }
 
@@ -372,4 +473,113 @@ revoke_organization(PG_FUNCTION_ARGS)
 							   " AND privilege OPERATOR(pg_catalog.=) $3"
 							   " AND prefix OPERATOR(pg_catalog.=) $4",
 							   4, argtypes, values) == 1);
+}
+
+/*
+ * Removes what roles dropped since the last cycle left behind: their
+ * grants, and the replicas they registered (with their progress).  Grants
+ * and replica owners are regrole columns, which PostgreSQL records no
+ * dependency for, so DROP ROLE leaves them; a role created later could get
+ * the same OID and with it the grants.  Logs what it removed and returns
+ * how many rows.  The caller has connected to SPI and set up a transaction.
+ */
+int64
+EventhubRemoveDroppedRoles(void)
+{
+	static EventhubPlan grants_plan;
+	static EventhubPlan replicas_plan;
+	int64		removed = 0;
+	int			ret;
+
+	ret = EventhubExecuteAsOwner(&grants_plan,
+								 "WITH gone AS ("
+								 " DELETE FROM eventhub.organization_grants g"
+								 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
+								 "  WHERE a.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid)"
+								 " RETURNING g.grantee::pg_catalog.oid AS role)"
+								 " SELECT role, pg_catalog.count(*) FROM gone GROUP BY role ORDER BY role",
+								 0, NULL, NULL, NULL, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: removing the grants of dropped roles failed: %s",
+			 SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+		int64		count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+														SPI_tuptable->tupdesc, 2, &isnull));
+
+		ereport(LOG,
+				(errmsg("eventhub removed " INT64_FORMAT " organization grants of dropped role %u",
+						count, role)));
+		removed += count;
+	}
+
+	/* Owner 0: registered before 0.2.0, claimed by its next heartbeat. */
+	ret = EventhubExecuteAsOwner(&replicas_plan,
+								 "DELETE FROM eventhub.replicas r"
+								 " WHERE r.owner::pg_catalog.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid"
+								 " AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
+								 "  WHERE a.oid OPERATOR(pg_catalog.=) r.owner::pg_catalog.oid)"
+								 " RETURNING r.replica_id, r.owner::pg_catalog.oid",
+								 0, NULL, NULL, NULL, 0);
+	if (ret != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "eventhub: removing the replicas of dropped roles failed: %s",
+			 SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		ereport(LOG,
+				(errmsg("eventhub removed replica \"%s\" of dropped role %s",
+						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
+						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2))));
+	removed += SPI_processed;
+	return removed;
+}
+
+/*
+ * DROP ROLE role is running in this database's session (eventhub.c's
+ * object access hook): removes the role's grants and replicas here at once,
+ * in the same transaction, so that they go if and only if the role goes.
+ * Other databases are cleaned by their next maintenance cycle.  Nothing
+ * here depends on anything the role dropping it can create or set: two
+ * fixed statements on eventhub's tables, run as the owner with
+ * search_path pinned, with the role's OID from the catalog.
+ */
+void
+EventhubRoleDropped(Oid role)
+{
+	static EventhubPlan grants_plan;
+	static EventhubPlan replicas_plan;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(role)};
+	uint64		grants_removed;
+	int			ret;
+
+	/* Not installed here, or not at this library's version: maintenance. */
+	if (EventhubRunningOwnScript() || !EventhubSchemaIsCurrent() ||
+		!OidIsValid(EventhubRelid("organization_grants")))
+		return;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(&grants_plan,
+								 "DELETE FROM eventhub.organization_grants"
+								 " WHERE grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+								 1, argtypes, values, NULL, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: removing the grants of a dropped role failed: %s",
+			 SPI_result_code_string(ret));
+	grants_removed = SPI_processed;
+	ret = EventhubExecuteAsOwner(&replicas_plan,
+								 "DELETE FROM eventhub.replicas"
+								 " WHERE owner::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+								 1, argtypes, values, NULL, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: removing the replicas of a dropped role failed: %s",
+			 SPI_result_code_string(ret));
+	if (grants_removed > 0 || SPI_processed > 0)
+		ereport(LOG,
+				(errmsg("eventhub removed " UINT64_FORMAT " organization grants and " UINT64_FORMAT " replicas of dropped role %u",
+						grants_removed, SPI_processed, role)));
+	SPI_finish();
 }

@@ -39,13 +39,16 @@ extern bool eventhub_protect_tables;
 extern int	eventhub_stalled_client_timeout;	/* milliseconds; 0: off */
 extern void _PG_init(void);
 
-/* eventhub.c: helpers */
+/* common.c: helpers at the bottom of every file's calls */
 extern Oid	EventhubRelid(const char *relname);
 extern char *EventhubInstalledVersion(void);
+extern bool EventhubSchemaIsCurrent(void);
 extern void EventhubRequireCurrentSchema(void);
+extern void EventhubSchemaInvalidate(Oid relid);
 extern Oid	EventhubExtensionOwner(void);
 extern Snapshot EventhubCacheSnapshot(void);
 extern bool EventhubRunningOwnScript(void);
+extern void EventhubPinSettings(void);
 extern Datum EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 									 int maxbytes);
 /*
@@ -65,13 +68,15 @@ extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int n
 extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 
 /*
- * guard.c: only eventhub's own functions write its tables.  A C function
- * that writes runs its statements between EventhubBeginWrite() and
- * EventhubEndWrite(), the latter in a PG_FINALLY block so that an error
- * caught by a savepoint cannot leave writing allowed.
+ * guard.c: only eventhub's own functions write its tables, through
+ * EventhubAsOwner, which runs their statements as the extension's owner.
  */
-extern int	EventhubBeginWrite(void);
-extern void EventhubEndWrite(int saved);
+typedef void (*EventhubOwnerWork) (void *arg);
+
+extern void EventhubAsOwner(EventhubOwnerWork work, void *arg);
+extern Oid	EventhubCallingRole(void);
+extern int	EventhubExecuteAsOwner(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes,
+								   Datum *values, const char *nulls, long count);
 
 /* access.c: per-organization grants and replica ownership */
 typedef enum EventhubPrivilege
@@ -80,13 +85,20 @@ typedef enum EventhubPrivilege
 	EVENTHUB_PRIV_READ = 2
 } EventhubPrivilege;
 
-extern Oid	EventhubCallingRole(void);
 extern bool EventhubAccessControlEnabled(void);
+extern void EventhubGrantsInvalidate(Oid relid);
 extern bool EventhubHasOrgPrivilege(Oid role, const char *org, int orglen, EventhubPrivilege priv);
 extern void EventhubCheckOrgPrivilege(Datum org, EventhubPrivilege priv);
+extern int64 EventhubRemoveDroppedRoles(void);
+extern void EventhubRoleDropped(Oid role);
 
-/* notify.c: notification tokens and the commit-time NOTIFY */
+/*
+ * notify_key.c, notify_queue.c, notify.c, notifier.c: notification tokens,
+ * the queue to the notifier, the commit-time announcements, the notifier
+ * (their shared internals are in notify.h)
+ */
 extern void EventhubNotificationToken(const char *org, int orglen, char *out);
+extern void EventhubKeyInvalidate(Oid relid);
 extern void EventhubRecordPublished(Datum org, const pg_uuid_t *version);
 extern void EventhubNotifyShmemInit(void);
 extern PGDLLEXPORT void eventhub_notifier_main(Datum main_arg);
@@ -106,7 +118,6 @@ extern int64 EventhubRemoveStaleReplicas(void);
 
 /* worker.c */
 extern void EventhubRegisterWorkers(void);
-extern void EventhubPinSettings(void);
 extern PGDLLEXPORT void eventhub_worker_main(Datum main_arg);
 
 #endif							/* EVENTHUB_H */

@@ -10,11 +10,11 @@
  *
  *  - protect_table(), a BEFORE ... FOR EACH STATEMENT trigger on every table
  *    (INSERT, UPDATE, DELETE and TRUNCATE), refuses the statement unless one
- *    of eventhub's C functions runs it (EventhubBeginWrite), the extension's
+ *    of eventhub's C functions runs it (EventhubAsOwner), the extension's
  *    own script runs it, or a superuser turned eventhub.protect_tables off.
  *  - protect_ddl(), an event trigger, refuses CREATE TRIGGER on eventhub's
- *    tables: such a trigger would run inside eventhub's SECURITY DEFINER
- *    functions, with the privileges of their owner (a superuser), so the
+ *    tables: such a trigger would run inside eventhub's statements, with
+ *    the privileges of the extension's owner (usually a superuser), so the
  *    TRIGGER privilege would be a way to become superuser.
  *  - invalidate_cache(), an AFTER ... FOR EACH STATEMENT trigger on the
  *    tables that backends cache (grants, the notification key), makes every
@@ -33,6 +33,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -52,35 +53,112 @@ static Oid	write_caller = InvalidOid;
 static int	write_caller_sec = 0;
 
 /*
- * Allows writing eventhub's tables until EventhubEndWrite(saved), as the
- * extension's owner: eventhub's functions are SECURITY INVOKER, so that
- * the role they check is the one calling them (inside another role's
- * SECURITY DEFINER function, that role, never the session's), and they
- * take the owner's rights only for their own statements.  Returns the
- * depth to restore.
+ * Runs work(arg) with writing eventhub's tables allowed, as the extension's
+ * owner, in the shape of analyze.c's switch to a table's owner: eventhub's
+ * functions are SECURITY INVOKER, so that the role they check is the one
+ * calling them (inside another role's SECURITY DEFINER function, that
+ * role, never the session's), and they take the owner's rights only for
+ * their own statements.  The outermost call switches the user id, in a
+ * security-restricted operation (no SET ROLE, no temporary objects), and
+ * opens a GUC nest level in which search_path is pinned to pg_catalog,
+ * pg_temp; the work's statements name everything with its schema anyway.
+ * Everything is put back when work returns or fails, so that an error
+ * caught by a savepoint cannot leave writing allowed.  work may connect to
+ * SPI or use the caller's connection.
  */
-int
-EventhubBeginWrite(void)
+void
+EventhubAsOwner(EventhubOwnerWork work, void *arg)
 {
+	int			saved_depth = write_depth;
+	Oid			saved_caller = write_caller;
+	int			saved_caller_sec = write_caller_sec;
+	volatile int nestlevel = -1;
+
 	if (write_depth == 0)
 	{
 		Oid			owner = EventhubExtensionOwner();
 
 		GetUserIdAndSecContext(&write_caller, &write_caller_sec);
-		SetUserIdAndSecContext(owner, write_caller_sec | SECURITY_LOCAL_USERID_CHANGE);
+		SetUserIdAndSecContext(owner, write_caller_sec | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		nestlevel = NewGUCNestLevel();
+#if PG_VERSION_NUM >= 170000
+		RestrictSearchPath();
+#else
+		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+#endif
 	}
-	return write_depth++;
+	write_depth++;
+
+	PG_TRY();
+	{
+		work(arg);
+	}
+	PG_CATCH();
+	{
+		/*
+		 * The (sub)transaction's abort would put the user id and the
+		 * settings back too; the depth is this file's alone.
+		 */
+		if (nestlevel >= 0)
+		{
+			AtEOXact_GUC(false, nestlevel);
+			SetUserIdAndSecContext(write_caller, write_caller_sec);
+		}
+		write_depth = saved_depth;
+		write_caller = saved_caller;
+		write_caller_sec = saved_caller_sec;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (nestlevel >= 0)
+	{
+		AtEOXact_GUC(true, nestlevel);
+		SetUserIdAndSecContext(write_caller, write_caller_sec);
+	}
+	write_depth = saved_depth;
+	write_caller = saved_caller;
+	write_caller_sec = saved_caller_sec;
 }
 
-void
-EventhubEndWrite(int saved)
+typedef struct ExecuteArgs
 {
-	write_depth = saved;
-	if (write_depth == 0)
-	{
-		SetUserIdAndSecContext(write_caller, write_caller_sec);
-		write_caller = InvalidOid;
-	}
+	EventhubPlan *cache;
+	const char *query;
+	int			nargs;
+	Oid		   *argtypes;
+	Datum	   *values;
+	const char *nulls;
+	long		count;
+	int			ret;
+} ExecuteArgs;
+
+static void
+ExecuteWork(void *arg)
+{
+	ExecuteArgs *a = (ExecuteArgs *) arg;
+
+	a->ret = SPI_execute_plan(EventhubKeptPlan(a->cache, a->query, a->nargs, a->argtypes),
+							  a->values, a->nulls, false, a->count);
+}
+
+/*
+ * Runs one statement that writes eventhub's tables, from a plan kept in
+ * cache (prepared, like the statement runs, as the owner), as
+ * EventhubAsOwner does, and returns SPI_execute_plan's status;
+ * SPI_processed and SPI_tuptable hold its result.  The caller has
+ * connected to SPI.
+ */
+int
+EventhubExecuteAsOwner(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes,
+					   Datum *values, const char *nulls, long count)
+{
+	ExecuteArgs a = {cache, query, nargs, argtypes, values, nulls, count, 0};
+
+	EventhubAsOwner(ExecuteWork, &a);
+	return a.ret;
 }
 
 /*
@@ -91,16 +169,6 @@ Oid
 EventhubCallingRole(void)
 {
 	return write_depth > 0 ? write_caller : GetUserId();
-}
-
-/*
- * Whether the extension's own install or update script is running.
- */
-bool
-EventhubRunningOwnScript(void)
-{
-	return creating_extension &&
-		CurrentExtensionObject == get_extension_oid("eventhub", true);
 }
 
 /*

@@ -135,6 +135,37 @@ EventsDestroy(DestReceiver *self)
 {
 }
 
+/*
+ * Sets up the function's result as a tuplestore of the declared row type,
+ * into rsinfo->setResult and setDesc: InitMaterializedSRF where PostgreSQL
+ * has it (15 and later).
+ */
+static void
+InitResultStore(FunctionCallInfo fcinfo)
+{
+#if PG_VERSION_NUM >= 150000
+	InitMaterializedSRF(fcinfo, 0);
+#else
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	tupdesc;
+	MemoryContext old;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		(rsinfo->allowedModes & SFRM_Materialize) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
+	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+											  false, work_mem);
+	MemoryContextSwitchTo(old);
+#endif
+}
+
 static char *
 UuidText(pg_uuid_t *u)
 {
@@ -164,16 +195,7 @@ events_since(PG_FUNCTION_ARGS)
 	EventsReceiver receiver;
 	SPIExecuteOptions options;
 	ParamListInfo params;
-	TupleDesc	tupdesc;
-	Tuplestorestate *tupstore;
-	MemoryContext old;
 	int			ret;
-
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		(rsinfo->allowedModes & SFRM_Materialize) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("events_since() must be called where a set is accepted")));
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -206,12 +228,7 @@ events_since(PG_FUNCTION_ARGS)
 	/* Before anything is read: the answer must not tell whether it exists. */
 	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "eventhub: events_since() must return a row type");
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	tupdesc = CreateTupleDescCopy(tupdesc);
-	tupstore = tuplestore_begin_heap(rsinfo->allowedModes & SFRM_Materialize_Random, false, work_mem);
-	MemoryContextSwitchTo(old);
+	InitResultStore(fcinfo);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
@@ -261,7 +278,7 @@ events_since(PG_FUNCTION_ARGS)
 	receiver.pub.rShutdown = EventsShutdown;
 	receiver.pub.rDestroy = EventsDestroy;
 	receiver.pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
-	receiver.store = tupstore;
+	receiver.store = rsinfo->setResult;
 	receiver.expected = after + 1;
 
 	memset(&options, 0, sizeof(options));
@@ -289,8 +306,5 @@ events_since(PG_FUNCTION_ARGS)
 				 errhint("Reload the full state and continue from the head revision in eventhub.organization_states.")));
 
 	SPI_finish();
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setResult = tupstore;
-	rsinfo->setDesc = tupdesc;
 	return (Datum) 0;
 }

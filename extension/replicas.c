@@ -419,6 +419,31 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 		elog(ERROR, "eventhub: recording replica progress failed: %s", SPI_result_code_string(ret));
 }
 
+/* A checked heartbeat, for HeartbeatWork. */
+typedef struct HeartbeatArgs
+{
+	Datum		replica_id;
+	Datum		labels;
+	bool		labels_null;
+	Datum		version;
+	bool		version_null;
+	ProgressEntry *entries;
+	int			n;
+} HeartbeatArgs;
+
+/* RecordHeartbeat(), connected to SPI, as the owner (EventhubAsOwner). */
+static void
+HeartbeatWork(void *arg)
+{
+	HeartbeatArgs *h = (HeartbeatArgs *) arg;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	RecordHeartbeat(h->replica_id, h->labels, h->labels_null, h->version, h->version_null,
+					h->entries, h->n);
+	SPI_finish();
+}
+
 /*
  * heartbeat(replica_id text, progress jsonb, labels jsonb DEFAULT NULL,
  *			 version text DEFAULT NULL) -> void
@@ -434,7 +459,7 @@ heartbeat(PG_FUNCTION_ARGS)
 	Datum		replica_id = EventhubRequiredTextArg(fcinfo, 0, "replica_id", EVENTHUB_MAX_ID_BYTES);
 	ProgressEntry *entries;
 	int			n;
-	int			saved;
+	HeartbeatArgs h;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -451,22 +476,14 @@ heartbeat(PG_FUNCTION_ARGS)
 						   (int) VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)), MAX_VERSION_BYTES)));
 	entries = ParseProgress(PG_GETARG_JSONB_P(1), &n);
 
-	saved = EventhubBeginWrite();
-	PG_TRY();
-	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eventhub: SPI_connect failed");
-		RecordHeartbeat(replica_id,
-						PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2), PG_ARGISNULL(2),
-						PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3), PG_ARGISNULL(3),
-						entries, n);
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		EventhubEndWrite(saved);
-	}
-	PG_END_TRY();
+	h.replica_id = replica_id;
+	h.labels = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	h.labels_null = PG_ARGISNULL(2);
+	h.version = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	h.version_null = PG_ARGISNULL(3);
+	h.entries = entries;
+	h.n = n;
+	EventhubAsOwner(HeartbeatWork, &h);
 	PG_RETURN_VOID();
 }
 
@@ -480,8 +497,9 @@ DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 	static EventhubPlan plan;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		replica_id;
-	volatile bool found = false;
-	int			saved;
+	bool		found;
+	bool		isnull;
+	int			ret;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -489,34 +507,22 @@ DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 				 errmsg("replica_id must not be null")));
 	replica_id = PG_GETARG_DATUM(0);
 
-	saved = EventhubBeginWrite();
-	PG_TRY();
-	{
-		int			ret;
-		bool		isnull;
-
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eventhub: SPI_connect failed");
-		ret = SPI_execute_plan(EventhubKeptPlan(&plan,
-												"DELETE FROM eventhub.replicas"
-												" WHERE replica_id OPERATOR(pg_catalog.=) $1"
-												" RETURNING owner",
-												1, argtypes),
-							   &replica_id, NULL, false, 0);
-		if (ret != SPI_OK_DELETE_RETURNING)
-			elog(ERROR, "eventhub: removing a replica failed: %s", SPI_result_code_string(ret));
-		found = SPI_processed == 1;
-		if (found && check_owner)
-			CheckReplicaOwner(replica_id,
-							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															 SPI_tuptable->tupdesc, 1, &isnull)));
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		EventhubEndWrite(saved);
-	}
-	PG_END_TRY();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(&plan,
+								 "DELETE FROM eventhub.replicas"
+								 " WHERE replica_id OPERATOR(pg_catalog.=) $1"
+								 " RETURNING owner",
+								 1, argtypes, &replica_id, NULL, 0);
+	if (ret != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "eventhub: removing a replica failed: %s", SPI_result_code_string(ret));
+	found = SPI_processed == 1;
+	/* The error rolls the delete back. */
+	if (found && check_owner)
+		CheckReplicaOwner(replica_id,
+						  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 1, &isnull)));
+	SPI_finish();
 	return found;
 }
 

@@ -29,29 +29,6 @@ PG_FUNCTION_INFO_V1(cleanup_events_before);
 PG_FUNCTION_INFO_V1(cleanup_events_range);
 
 /*
- * Runs a kept plan that writes eventhub's tables and returns its status;
- * SPI_processed and SPI_tuptable hold its result.  The caller has connected
- * to SPI.
- */
-static int
-ExecuteWrite(SPIPlanPtr plan, Datum *values)
-{
-	int			saved = EventhubBeginWrite();
-	int			ret = 0;
-
-	PG_TRY();
-	{
-		ret = SPI_execute_plan(plan, values, NULL, false, 0);
-	}
-	PG_FINALLY();
-	{
-		EventhubEndWrite(saved);
-	}
-	PG_END_TRY();
-	return ret;
-}
-
-/*
  * Fills *r with the instants that decide, as of now, which events retention
  * deletes.
  */
@@ -92,7 +69,7 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 	bool		isnull;
 	int			ret;
 
-	SPIPlanPtr	kept = EventhubKeptPlan(&plan,
+	static const char *query =
 					 "WITH gone AS ("
 					 " DELETE FROM eventhub.events WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 					 "  SELECT e.ctid FROM eventhub.events e"
@@ -107,15 +84,14 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 					 "  ORDER BY e.processed_timestamp LIMIT $2"
 					 "  FOR UPDATE OF e SKIP LOCKED))"
 					 " RETURNING processed_timestamp)"
-					 " SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone",
-					 5, argtypes);
+					 " SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone";
 
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = TimestampTzGetDatum(r->forced_before);
 	values[3] = TimestampTzGetDatum(r->live_since);
 	values[4] = TimestampTzGetDatum(r->resume_from);
-	ret = ExecuteWrite(kept, values);
+	ret = EventhubExecuteAsOwner(&plan, query, 5, argtypes, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
@@ -139,12 +115,11 @@ EventhubRemoveStaleReplicas(void)
 	Datum		values[1];
 	int			ret;
 
-	SPIPlanPtr	kept = EventhubKeptPlan(&plan,
-					 "DELETE FROM eventhub.replicas WHERE last_heartbeat OPERATOR(pg_catalog.<) $1",
-					 1, argtypes);
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
-	ret = ExecuteWrite(kept, values);
+	ret = EventhubExecuteAsOwner(&plan,
+								 "DELETE FROM eventhub.replicas WHERE last_heartbeat OPERATOR(pg_catalog.<) $1",
+								 1, argtypes, values, NULL, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
@@ -155,7 +130,7 @@ EventhubRemoveStaleReplicas(void)
  * run_maintenance() -> bigint
  *
  * One maintenance cycle on demand, in the caller's transaction: removes
- * stale replicas, deletes expired events eventhub.cleanup_batch_size at a
+ * stale replicas and what dropped roles left behind, deletes expired events eventhub.cleanup_batch_size at a
  * time, and returns how many events it deleted.  For servers where the background
  * worker cannot be preloaded (run it from cron or pg_cron instead).
  */
@@ -172,6 +147,7 @@ run_maintenance(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	(void) EventhubRemoveStaleReplicas();
+	(void) EventhubRemoveDroppedRoles();
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -194,7 +170,7 @@ DeleteEvents(EventhubPlan *cache, const char *sql, int nargs, Oid *argtypes, Dat
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = ExecuteWrite(EventhubKeptPlan(cache, sql, nargs, argtypes), values);
+	ret = EventhubExecuteAsOwner(cache, sql, nargs, argtypes, values, NULL, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: deleting events failed: %s", SPI_result_code_string(ret));
 	deleted = (int64) SPI_processed;

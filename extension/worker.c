@@ -5,8 +5,10 @@
  *
  * One static worker, registered when the library is preloaded, serves the
  * database named by eventhub.database.  Each cycle it removes stale replicas
- * and deletes expired events in batches, each batch in a short transaction
- * of its own, then sleeps for eventhub.maintenance_interval.  More often
+ * and what dropped roles left behind, and deletes expired events in batches, each batch in a short transaction
+ * of its own and a step of the main loop, which reloads the configuration
+ * and looks for stalled clients between two batches; then it sleeps for
+ * eventhub.maintenance_interval.  More often
  * (a quarter of eventhub.stalled_client_timeout) it looks for client
  * sessions stuck writing notifications to a client that does not read them,
  * and terminates those that hold back the xmin horizon for too long.  It
@@ -16,8 +18,8 @@
  *
  * The worker is a superuser session, and a database owner who is not a
  * superuser can reach its settings with ALTER DATABASE ... SET: it pins the
- * ones its queries depend on (search_path above all) before the first query,
- * and every name in its queries is schema-qualified.
+ * ones its queries depend on (search_path above all, common.c) before the
+ * first query, and every name in its queries is schema-qualified.
  */
 #include "postgres.h"
 
@@ -88,7 +90,7 @@ RegisterWorker(const char *function, const char *name, const char *type, int res
 }
 
 /*
- * Registers the maintenance worker and the notifier (notify.c).  Called
+ * Registers the maintenance worker and the notifier (notifier.c).  Called
  * from _PG_init while shared_preload_libraries is processed.  The notifier
  * comes back after a second: until it does, publishers notify by themselves.
  */
@@ -130,28 +132,6 @@ EndWork(void)
 }
 
 /*
- * Pins the settings the worker's queries depend on.  A database owner can
- * set any of these for the worker's session with ALTER DATABASE ... SET; an
- * override source takes precedence over all of them.
- */
-void
-EventhubPinSettings(void)
-{
-	static const char *const pinned[][2] = {
-		{"search_path", "pg_catalog, pg_temp"},
-		{"role", "none"},
-		{"default_transaction_isolation", "read committed"},
-		{"default_transaction_read_only", "off"},
-		{"statement_timeout", "0"},
-		{"lock_timeout", "0"},
-		{"idle_in_transaction_session_timeout", "0"},
-	};
-
-	for (size_t i = 0; i < lengthof(pinned); i++)
-		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
-}
-
-/*
  * What CREATE EXTENSION eventhub and ALTER EXTENSION eventhub UPDATE have
  * left in this database: no extension, SQL objects at another version than
  * this library's (the installed version goes into version), or current.
@@ -184,86 +164,95 @@ GetExtensionState(char *version, size_t len)
 }
 
 /*
- * Deletes every event that has expired by now, one batch per transaction.
- * Returns the number deleted; *batches gets the number of transactions,
- * *elapsed_ms the time it took and *paused_ms the part of it spent pausing
- * between batches.
+ * A retention pass under way: the worker deletes one batch per step, and
+ * its main loop reloads the configuration and looks for stalled clients
+ * between two steps, so a large backlog holds up nothing else.
  */
-static int64
-DeleteExpiredEvents(int *batches, long *elapsed_ms, long *paused_ms)
+typedef struct CleanupPass
 {
-	TimestampTz cycle_started = GetCurrentTimestamp();
-
+	bool		active;
 	EventhubRetention r;
-	int64		total = 0;
+	TimestampTz started;
+	TimestampTz next_batch;		/* when the next step is due */
 	int64		deleted;
+	int			batches;
+	int64		busy_us;		/* time spent in the batches themselves */
+} CleanupPass;
 
-	EventhubRetentionNow(&r);
-	*batches = 0;
-	*paused_ms = 0;
-	for (;;)
-	{
-		int			batch_size = eventhub_cleanup_batch_size;
-		TimestampTz started = GetCurrentTimestamp();
-		long		delay_ms;
-
-		CHECK_FOR_INTERRUPTS();
-		BeginWork("eventhub: deleting expired events");
-		deleted = EventhubDeleteExpiredBatch(&r, batch_size);
-		EndWork();
-		total += deleted;
-		(*batches)++;
-		if (deleted < batch_size)
-			break;
-
-		/*
-		 * By default (-1) the worker paces itself: it pauses three times as
-		 * long as the batch took, so that a large cleanup keeps at most a
-		 * quarter of one core and of the disk, and spreads its WAL and its
-		 * pressure on shared buffers out, leaving the rest to publishers.
-		 */
-		delay_ms = eventhub_cleanup_batch_delay >= 0 ? eventhub_cleanup_batch_delay :
-			Max(3 * (GetCurrentTimestamp() - started) / 1000, 1);
-		if (delay_ms > 0)
-		{
-			TimestampTz pause_started = GetCurrentTimestamp();
-
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 delay_ms, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			*paused_ms += (GetCurrentTimestamp() - pause_started) / 1000;
-		}
-	}
-
-	*elapsed_ms = (GetCurrentTimestamp() - cycle_started) / 1000;
-	return total;
-}
+static CleanupPass cleanup;
 
 /*
- * One maintenance cycle: removes stale replicas, then deletes expired
- * events, logging what it did.
+ * Starts a maintenance cycle: removes stale replicas and what dropped roles
+ * left behind (access.c), then begins a retention pass, whose first batch
+ * is due at once.
  */
 static void
-MaintenanceCycle(void)
+BeginCycle(void)
 {
-	int			batches;
-	long		elapsed_ms;
-	long		paused_ms;
-	int64		deleted;
 	int64		replicas;
 
 	BeginWork("eventhub: removing stale replicas");
 	replicas = EventhubRemoveStaleReplicas();
 	EndWork();
+	BeginWork("eventhub: removing what dropped roles left");
+	(void) EventhubRemoveDroppedRoles();
+	EndWork();
 	if (replicas > 0)
 		ereport(LOG,
 				(errmsg("eventhub removed " INT64_FORMAT " stale replicas", replicas)));
 
-	deleted = DeleteExpiredEvents(&batches, &elapsed_ms, &paused_ms);
-	if (deleted > 0)
-		ereport(LOG,
-				(errmsg("eventhub retention deleted " INT64_FORMAT " expired events in %d transactions over %ld ms, %ld ms of them paused",
-						deleted, batches, elapsed_ms, paused_ms)));
+	memset(&cleanup, 0, sizeof(cleanup));
+	cleanup.active = true;
+	cleanup.started = GetCurrentTimestamp();
+	cleanup.next_batch = 0;
+	EventhubRetentionNow(&cleanup.r);
+}
+
+/*
+ * Deletes one batch of expired events in a transaction of its own.  When
+ * the batch comes back short, the pass is over: logs what it did and
+ * returns true.  Otherwise sets when the next batch is due.
+ */
+static bool
+CleanupStep(void)
+{
+	int			batch_size = eventhub_cleanup_batch_size;
+	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz now;
+	int64		deleted;
+	long		delay_ms;
+
+	BeginWork("eventhub: deleting expired events");
+	deleted = EventhubDeleteExpiredBatch(&cleanup.r, batch_size);
+	EndWork();
+	now = GetCurrentTimestamp();
+	cleanup.deleted += deleted;
+	cleanup.batches++;
+	cleanup.busy_us += now - started;
+
+	if (deleted < batch_size)
+	{
+		long		elapsed_ms = (now - cleanup.started) / 1000;
+
+		cleanup.active = false;
+		if (cleanup.deleted > 0)
+			ereport(LOG,
+					(errmsg("eventhub retention deleted " INT64_FORMAT " expired events in %d transactions over %ld ms, %ld ms of them paused",
+							cleanup.deleted, cleanup.batches, elapsed_ms,
+							Max(elapsed_ms - (long) (cleanup.busy_us / 1000), 0))));
+		return true;
+	}
+
+	/*
+	 * By default (-1) the worker paces itself: it pauses three times as long
+	 * as the batch took, so that a large cleanup keeps at most a quarter of
+	 * one core and of the disk, and spreads its WAL and its pressure on
+	 * shared buffers out, leaving the rest to publishers.
+	 */
+	delay_ms = eventhub_cleanup_batch_delay >= 0 ? eventhub_cleanup_batch_delay :
+		Max(3 * (now - started) / 1000, 1);
+	cleanup.next_batch = now + (int64) delay_ms * 1000;
+	return false;
 }
 
 /*
@@ -411,15 +400,26 @@ eventhub_worker_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			/* New settings take effect at once. */
+			/* New settings take effect at once, in a pass under way too. */
 			next_cycle = next_check = 0;
+			if (cleanup.active)
+			{
+				TimestampTz resume_from = cleanup.r.resume_from;
+
+				EventhubRetentionNow(&cleanup.r);
+				cleanup.r.resume_from = resume_from;
+				cleanup.next_batch = 0;
+			}
 		}
 
 		now = GetCurrentTimestamp();
 		/* On a standby, nothing: the primary's deletes replicate. */
 		if (RecoveryInProgress())
+		{
 			next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
-		else if (next_cycle <= now || next_check <= now)
+			cleanup.active = false;
+		}
+		else if ((cleanup.active ? cleanup.next_batch : next_cycle) <= now || next_check <= now)
 		{
 			char		version[NAMEDATALEN];
 			ExtensionState state = GetExtensionState(version, sizeof(version));
@@ -434,6 +434,7 @@ eventhub_worker_main(Datum main_arg)
 									 eventhub_database)));
 				logged_state = state;
 				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
+				cleanup.active = false;
 			}
 			else if (state == EXTENSION_OUTDATED)
 			{
@@ -447,6 +448,7 @@ eventhub_worker_main(Datum main_arg)
 									 eventhub_database)));
 				logged_state = state;
 				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
+				cleanup.active = false;
 			}
 			else
 			{
@@ -455,13 +457,13 @@ eventhub_worker_main(Datum main_arg)
 							(errmsg("eventhub background worker found the extension in database \"%s\"",
 									eventhub_database)));
 				logged_state = EXTENSION_CURRENT;
-				if (next_cycle <= now)
-				{
-					MaintenanceCycle();
+				/* One short step at a time; each is its own transaction. */
+				if (!cleanup.active && next_cycle <= now)
+					BeginCycle();
+				if (cleanup.active && cleanup.next_batch <= now && CleanupStep())
 					next_cycle = GetCurrentTimestamp() + (int64) eventhub_maintenance_interval * 1000;
-				}
 				if (eventhub_stalled_client_timeout == 0)
-					next_check = next_cycle;
+					next_check = cleanup.active ? cleanup.next_batch : next_cycle;
 				else if (next_check <= now)
 				{
 					CheckStalledClients();
@@ -472,7 +474,8 @@ eventhub_worker_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
-		wait_ms = Min(MsUntil(next_cycle, now), MsUntil(next_check, now));
+		wait_ms = Min(MsUntil(cleanup.active ? cleanup.next_batch : next_cycle, now),
+					  MsUntil(next_check, now));
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(wait_ms, 1),

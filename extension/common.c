@@ -1,0 +1,287 @@
+/*
+ * common.c
+ *	  The helpers every file of the extension uses, at the bottom of its
+ *	  calls: it calls no other file of the extension.  The installed
+ *	  version and the extension's owner, table lookups, argument checks,
+ *	  kept query plans, the snapshot backend caches load with, and the
+ *	  settings the background workers pin.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "eventhub.h"
+
+/*
+ * The organization_states table of a database whose eventhub SQL objects
+ * this library has found at its own version; InvalidOid until then, and
+ * again once anything invalidates that table (DROP EXTENSION does).
+ */
+static Oid	current_schema_relid = InvalidOid;
+static Oid	extension_owner = InvalidOid;	/* valid with current_schema_relid */
+
+/*
+ * Called on a relcache invalidation: DROP EXTENSION, or an update, makes
+ * the next call look at the installed version again.
+ */
+void
+EventhubSchemaInvalidate(Oid relid)
+{
+	if (!OidIsValid(relid) || relid == current_schema_relid)
+		current_schema_relid = InvalidOid;
+}
+
+/*
+ * The version of eventhub's SQL objects in this database
+ * (pg_extension.extversion), palloc'd, or NULL when it is not installed.
+ */
+static char *InstalledVersion(Oid *owner);
+
+char *
+EventhubInstalledVersion(void)
+{
+	return InstalledVersion(NULL);
+}
+
+/* The same, and the extension's owner into *owner when not NULL. */
+static char *
+InstalledVersion(Oid *owner)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("eventhub"));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = text_to_cstring(DatumGetTextPP(d));
+		if (owner)
+			*owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * Whether this database's eventhub SQL objects are at this library's
+ * version.  One catalog lookup per session while the answer is yes.
+ */
+bool
+EventhubSchemaIsCurrent(void)
+{
+	Oid			owner = InvalidOid;
+	Oid			relid;
+	char	   *installed;
+
+	if (OidIsValid(current_schema_relid))
+		return true;
+	/* The table first: an invalidation from now on resets what follows. */
+	relid = EventhubRelid("organization_states");
+	installed = InstalledVersion(&owner);
+	if (installed == NULL || strcmp(installed, EVENTHUB_EXTVERSION) != 0)
+		return false;
+	extension_owner = owner;
+	current_schema_relid = relid;
+	return true;
+}
+
+/*
+ * Refuses to go on while this database's eventhub SQL objects are older (or
+ * newer) than this library: new binaries installed, ALTER EXTENSION eventhub
+ * UPDATE not yet run.  The library's queries name the current objects, so
+ * it says so plainly instead of failing on a missing column halfway.  No
+ * catalog lookup during CREATE or ALTER EXTENSION, whose scripts may call
+ * eventhub's functions.
+ */
+void
+EventhubRequireCurrentSchema(void)
+{
+	char	   *installed;
+
+	if (OidIsValid(current_schema_relid) || EventhubRunningOwnScript() ||
+		EventhubSchemaIsCurrent())
+		return;
+	installed = InstalledVersion(NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("eventhub's SQL objects in this database are at version %s, its library at version %s",
+					installed ? installed : "(none)", EVENTHUB_EXTVERSION),
+			 errdetail("New binaries were installed; the database has not been updated yet."),
+			 errhint("Run ALTER EXTENSION eventhub UPDATE in this database.")));
+}
+
+/*
+ * The role that owns the extension, whose rights eventhub's functions take
+ * for their own statements; during CREATE or ALTER EXTENSION, the role
+ * running it (it becomes the owner).
+ */
+Oid
+EventhubExtensionOwner(void)
+{
+	EventhubRequireCurrentSchema();
+	return OidIsValid(current_schema_relid) ? extension_owner : GetUserId();
+}
+
+/*
+ * The snapshot the backend caches (grants, notification key) are loaded
+ * with: the latest, so that a change committed since the statement began is
+ * seen; in parallel mode, where no new snapshot may be taken (row-level
+ * security calls eventhub's functions in parallel workers and in their
+ * leader), the statement's own.
+ */
+Snapshot
+EventhubCacheSnapshot(void)
+{
+	return IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot();
+}
+
+/*
+ * Returns the OID of table relname in schema eventhub, or InvalidOid when
+ * the extension is not installed.
+ */
+Oid
+EventhubRelid(const char *relname)
+{
+	Oid			nsp = get_namespace_oid(EVENTHUB_SCHEMA, true);
+
+	return OidIsValid(nsp) ? get_relname_relid(relname, nsp) : InvalidOid;
+}
+
+/*
+ * Returns text argument argno, refusing NULL, the empty string and, when
+ * maxbytes > 0, a value longer than maxbytes bytes.
+ */
+Datum
+EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname, int maxbytes)
+{
+	text	   *value;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+
+	value = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(value);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname)));
+	if (maxbytes > 0 && len > maxbytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", argname),
+				 errdetail("The value is %d bytes long; the limit is %d bytes.",
+						   len, maxbytes)));
+	return PointerGetDatum(value);
+}
+
+static SPIPlanPtr
+KeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes, int options)
+{
+	if (cache->plan != NULL && ++cache->uses >= EVENTHUB_REPLAN_EVERY)
+	{
+		SPI_freeplan(cache->plan);
+		cache->plan = NULL;
+	}
+	if (cache->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare_cursor(query, nargs, argtypes, options);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
+				 query, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep eventhub query plan");
+		cache->plan = plan;
+		cache->uses = 0;
+	}
+	return cache->plan;
+}
+
+/*
+ * Returns the cached plan for a query, preparing and keeping it on first use
+ * and again every EVENTHUB_REPLAN_EVERY uses (PostgreSQL replans a kept plan
+ * only when a table's definition or statistics change, not when it grows).
+ * The caller has connected to SPI.  Every name in the query must be
+ * schema-qualified, operators included: the plan is prepared under whatever
+ * search_path the caller has.
+ */
+SPIPlanPtr
+EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+{
+	return KeptPlan(cache, query, nargs, argtypes, 0);
+}
+
+/*
+ * The same, for a query that must always use one generic plan: PostgreSQL
+ * would otherwise plan it anew on every call whenever the plan for the
+ * call's values looks cheaper than the generic one (a read near the head
+ * does).  Only for key lookups, whose best plan does not depend on the
+ * values.
+ */
+SPIPlanPtr
+EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+{
+	return KeptPlan(cache, query, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+}
+
+/*
+ * Whether the extension's own install or update script is running.
+ */
+bool
+EventhubRunningOwnScript(void)
+{
+	return creating_extension &&
+		CurrentExtensionObject == get_extension_oid("eventhub", true);
+}
+
+/*
+ * Pins the settings the background workers' queries depend on.  A database
+ * owner can set any of these for a worker's session with ALTER DATABASE ...
+ * SET; an override source takes precedence over all of them.
+ */
+void
+EventhubPinSettings(void)
+{
+	static const char *const pinned[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"role", "none"},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_read_only", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+	};
+
+	for (size_t i = 0; i < lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
+}
