@@ -11,7 +11,8 @@
  *  - protect_table(), a BEFORE ... FOR EACH STATEMENT trigger on every table
  *    (INSERT, UPDATE, DELETE and TRUNCATE), refuses the statement unless one
  *    of eventhub's C functions runs it (EventhubAsOwner), the extension's
- *    own script runs it, or a superuser turned eventhub.protect_tables off.
+ *    own script runs it, a superuser turned eventhub.protect_tables off, or
+ *    a superuser restores a dump (RestoringDump below).
  *  - protect_ddl(), an event trigger, refuses CREATE TRIGGER on eventhub's
  *    tables: such a trigger would run inside eventhub's statements, with
  *    the privileges of the extension's owner (usually a superuser), so the
@@ -33,10 +34,13 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "tcop/pquery.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 
 #include "eventhub.h"
 
@@ -172,6 +176,36 @@ EventhubCallingRole(void)
 }
 
 /*
+ * Whether the statement writing rel is a superuser's restore of a dump:
+ * COPY rel FROM, as the statement the client sent (not one run from inside
+ * a function or a trigger), by a superuser, with row_security off, as
+ * pg_dump's scripts and pg_restore set it.  A restore loads each table's
+ * rows with exactly that; a superuser's INSERT, UPDATE, DELETE or TRUNCATE,
+ * or a COPY in an ordinary session (row_security is on by default), stays
+ * refused.  A superuser could turn the guard off anyway, so this lets
+ * nobody do more than before; a non-superuser never passes.
+ */
+static bool
+RestoringDump(Relation rel)
+{
+	PlannedStmt *stmt;
+	CopyStmt   *copy;
+
+	if (row_security || !superuser() || ActivePortal == NULL ||
+		ActivePortal->commandTag != CMDTAG_COPY ||
+		list_length(ActivePortal->stmts) != 1)
+		return false;
+	stmt = linitial_node(PlannedStmt, ActivePortal->stmts);
+	if (stmt->commandType != CMD_UTILITY || stmt->utilityStmt == NULL ||
+		!IsA(stmt->utilityStmt, CopyStmt))
+		return false;
+	copy = (CopyStmt *) stmt->utilityStmt;
+	/* The table the client's COPY names, not one written from inside it. */
+	return copy->is_from && copy->relation != NULL && copy->query == NULL &&
+		RangeVarGetRelid(copy->relation, NoLock, true) == RelationGetRelid(rel);
+}
+
+/*
  * protect_table() trigger: BEFORE INSERT OR UPDATE OR DELETE FOR EACH
  * STATEMENT, and BEFORE TRUNCATE.  Its one argument is a hint naming the
  * functions that write the table.
@@ -194,6 +228,8 @@ protect_table(PG_FUNCTION_ARGS)
 				 errmsg("protect_table() must be fired BEFORE ... FOR EACH STATEMENT")));
 
 	if (write_depth > 0 || !eventhub_protect_tables || EventhubRunningOwnScript())
+		return PointerGetDatum(NULL);
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) && RestoringDump(trigdata->tg_relation))
 		return PointerGetDatum(NULL);
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))

@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -97,6 +98,31 @@ NumericToInt64(Numeric n, int64 *out)
 	return true;
 }
 
+/*
+ * Converts a JSON string of decimal digits ("42") to an int64: drivers that
+ * return bigint columns as strings (JavaScript's, for one) hand the
+ * revision back that way.  Nothing else passes: no sign, space, fraction
+ * or exponent, nothing out of range.
+ */
+static bool
+DigitsToInt64(const char *s, int len, int64 *out)
+{
+	int64		value = 0;
+
+	if (len == 0)
+		return false;
+	for (int i = 0; i < len; i++)
+	{
+		int			digit = s[i] - '0';
+
+		if (s[i] < '0' || s[i] > '9' || value > (PG_INT64_MAX - digit) / 10)
+			return false;
+		value = value * 10 + digit;
+	}
+	*out = value;
+	return true;
+}
+
 /* Renders a JSON value for an error message. */
 static char *
 JsonbValueText(JsonbValue *v)
@@ -138,11 +164,13 @@ ParseProgressEntry(const char *org, JsonbValue *value, ProgressEntry *e)
 		Assert(tok == WJB_VALUE);
 		if (strcmp(key, "revision") == 0)
 		{
-			if (v.type != jbvNumeric || !NumericToInt64(v.val.numeric, &e->revision))
+			if (!(v.type == jbvNumeric && NumericToInt64(v.val.numeric, &e->revision)) &&
+				!(v.type == jbvString && DigitsToInt64(v.val.string.val, v.val.string.len, &e->revision)))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("revision of organization \"%s\" must be an integer", org),
-						 errdetail("It is %s.", JsonbValueText(&v))));
+						 errdetail("It is %s.", JsonbValueText(&v)),
+						 errhint("Pass a JSON number, or a string of decimal digits such as \"42\".")));
 			if (e->revision < 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -461,6 +489,13 @@ heartbeat(PG_FUNCTION_ARGS)
 	int			n;
 	HeartbeatArgs h;
 
+	/* Up front: a standby's refusal names the heartbeat, not eventhub's INSERT. */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot send a heartbeat to a hot standby"),
+				 errdetail("A heartbeat records the replica's progress, and a standby is read-only."),
+				 errhint("Send heartbeats to the primary, for example on a connection with target_session_attrs=read-write; events can still be read from the standby.")));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -27,6 +27,7 @@
 PG_FUNCTION_INFO_V1(run_maintenance);
 PG_FUNCTION_INFO_V1(cleanup_events_before);
 PG_FUNCTION_INFO_V1(cleanup_events_range);
+PG_FUNCTION_INFO_V1(cleanup_events_before_revision);
 
 /*
  * Fills *r with the instants that decide, as of now, which events retention
@@ -242,4 +243,37 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 								 " AND processed_timestamp OPERATOR(pg_catalog.>=) $2"
 								 " AND processed_timestamp OPERATOR(pg_catalog.<) $3",
 								 3, argtypes, values));
+}
+
+/*
+ * cleanup_events(organization_id text, before_revision bigint) -> bigint
+ *
+ * Deletes one organization's events with a revision below before_revision
+ * and returns how many: "everything before revision N", for a consumer
+ * that reloaded its state at N or an operator trimming one organization.
+ */
+Datum
+cleanup_events_before_revision(PG_FUNCTION_ARGS)
+{
+	static EventhubPlan plan;
+	Oid			argtypes[2] = {TEXTOID, INT8OID};
+	Datum		values[2];
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "organization_id" : "before_revision")));
+	if (PG_GETARG_INT64(1) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("before_revision must not be negative"),
+				 errdetail("before_revision is " INT64_FORMAT ".", PG_GETARG_INT64(1)),
+				 errhint("Revisions start at 1: before_revision 1 deletes nothing, the head revision plus one deletes every kept event.")));
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	PG_RETURN_INT64(DeleteEvents(&plan,
+								 "DELETE FROM eventhub.events"
+								 " WHERE organization_id OPERATOR(pg_catalog.=) $1"
+								 " AND revision OPERATOR(pg_catalog.<) $2",
+								 2, argtypes, values));
 }

@@ -155,6 +155,15 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
 'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE ZE001.';
 
+CREATE FUNCTION eventhub.cleanup_events(organization_id text, before_revision bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'cleanup_events_before_revision'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.cleanup_events(text, bigint) IS
+'Deletes the events of one organization with a revision below before_revision and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE ZE001.';
+
 CREATE FUNCTION eventhub.run_maintenance()
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'run_maintenance'
@@ -324,7 +333,7 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.heartbeat(text, jsonb, jsonb, text) IS
-'Registers a replica for the calling role if new, records its progress {"<organization>": {"revision": N, "version_id": "...", "config_hash": "..."}} for the organizations named, and refreshes its last_heartbeat. A replica registered by another role is refused.';
+'Registers a replica for the calling role if new, records its progress {"<organization>": {"revision": N, "version_id": "...", "config_hash": "..."}} for the organizations named (N a JSON number or a string of digits), and refreshes its last_heartbeat. A replica registered by another role is refused; so is a heartbeat on a hot standby.';
 
 CREATE FUNCTION eventhub.deregister_replica(replica_id text)
 RETURNS boolean
@@ -481,7 +490,7 @@ AS 'MODULE_PATHNAME', 'protect_table'
 LANGUAGE C;
 
 COMMENT ON FUNCTION eventhub.protect_table() IS
-'Trigger function: refuses INSERT, UPDATE, DELETE and TRUNCATE on eventhub''s tables except from eventhub''s own functions, or with eventhub.protect_tables off (superuser).';
+'Trigger function: refuses INSERT, UPDATE, DELETE and TRUNCATE on eventhub''s tables except from eventhub''s own functions, a superuser''s restore of a dump (COPY ... FROM with row_security off), or with eventhub.protect_tables off (superuser).';
 
 CREATE TRIGGER organization_states_protect
     BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_states

@@ -1,5 +1,6 @@
--- cleanup_events: deletes by age across organizations or by range in one,
--- returns the count, and never touches organization_states.
+-- cleanup_events: deletes by age across organizations, by range in one, or
+-- below a revision in one; returns the count, and never touches
+-- organization_states.
 CREATE EXTENSION eventhub;
 SELECT count(eventhub.publish_event(o, 'API', 'UPDATE', 'api-' || i, NULL, '{}'))
   FROM unnest(ARRAY['acme', 'globex', 'initech']) o, generate_series(1, 4) i;
@@ -24,6 +25,26 @@ SELECT eventhub.cleanup_events('globex', :'t0'::timestamptz - interval '1 day', 
 SELECT eventhub.cleanup_events('nobody', '-infinity', 'infinity');
 SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
   FROM eventhub.events GROUP BY 1 ORDER BY 1;
+
+-- By revision, in one organization: everything below before_revision.
+SELECT eventhub.publish_event('initech', 'API', 'UPDATE', 'api-' || i, NULL, '{}') FROM generate_series(5, 6) i;
+SELECT eventhub.cleanup_events('initech', 5);
+SELECT eventhub.cleanup_events('initech', 5);
+SELECT eventhub.cleanup_events('initech', 0);
+SELECT eventhub.cleanup_events('nobody', 100);
+SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
+  FROM eventhub.events GROUP BY 1 ORDER BY 1;
+-- A reader behind the removed events is told (ZE001); one at 4 reads on.
+SELECT revision FROM eventhub.events_since('initech', 3);
+SELECT revision FROM eventhub.events_since('initech', 4);
+SELECT eventhub.cleanup_events('initech', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.cleanup_events('initech', NULL::bigint);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.cleanup_events(NULL, 5);
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM states_before WHERE organization_id = 'initech';
+INSERT INTO states_before SELECT * FROM eventhub.organization_states WHERE organization_id = 'initech';
 
 -- organization_states is exactly as before.
 SELECT count(*) AS changed_states

@@ -86,7 +86,20 @@ SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": -1}}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 2.5}}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "5"}}');
+-- a string is a revision only when it is decimal digits and nothing else
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "5x"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "-1"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": " 5"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "5.0"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": ""}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "9223372036854775808"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": "6"}}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.heartbeat('replica-a', '{"acme": {"revision": 1e30}}');
 \echo :LAST_ERROR_SQLSTATE
@@ -126,6 +139,12 @@ SELECT (SELECT count(*) FROM eventhub.replicas) = b.replicas AS same_replicas,
   FROM before b;
 -- An organization not yet published to, at revision 0, is fine.
 SELECT eventhub.heartbeat('replica-a', '{"nobody": {"revision": 0}}');
+-- A revision as a string of digits, as drivers that return bigint as a
+-- string hand it back, is that revision.
+SELECT eventhub.heartbeat('replica-digits', '{"acme": {"revision": "5"}, "globex": {"revision": "0002"}}');
+SELECT organization_id, applied_revision FROM eventhub.replica_progress
+ WHERE replica_id = 'replica-digits' ORDER BY 1;
+SELECT eventhub.deregister_replica('replica-digits');
 -- So are values at the limits, and an integer in exponent notation.
 SELECT eventhub.heartbeat('replica-limits',
     jsonb_build_object(repeat('o', 1024), '{"revision": 0}'::jsonb,

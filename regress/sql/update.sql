@@ -1,0 +1,84 @@
+-- ALTER EXTENSION eventhub UPDATE from the previous release (0.2.0): the
+-- library refuses the database until it has run, and afterwards the
+-- catalog is the one a fresh installation has, privileges and comments
+-- included.  (regress/t/017_upgrade.pl goes from 0.1.0 under load.)
+
+-- Every object of the extension, one line each, with what defines it
+-- (checked when called: the schema does not exist yet).
+SET check_function_bodies = off;
+CREATE FUNCTION pg_temp.eventhub_catalog() RETURNS SETOF text LANGUAGE sql AS $$
+SELECT 'member ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+  FROM pg_depend d JOIN pg_extension x ON x.oid = d.refobjid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND x.extname = 'eventhub'
+UNION ALL
+SELECT format('function %s returns %s volatile=%s strict=%s secdef=%s parallel=%s rows=%s config=%s symbol=%s args=%s acl=%s comment=%s',
+              p.oid::regprocedure, pg_get_function_result(p.oid), p.provolatile, p.proisstrict, p.prosecdef,
+              p.proparallel, p.prorows, p.proconfig, p.prosrc, pg_get_function_arguments(p.oid), p.proacl,
+              obj_description(p.oid, 'pg_proc'))
+  FROM pg_proc p WHERE p.pronamespace = 'eventhub'::regnamespace
+UNION ALL
+SELECT format('relation %s kind=%s options=%s rls=%s acl=%s comment=%s', c.oid::regclass, c.relkind,
+              c.reloptions, c.relrowsecurity, c.relacl, obj_description(c.oid, 'pg_class'))
+  FROM pg_class c WHERE c.relnamespace = 'eventhub'::regnamespace
+UNION ALL
+SELECT format('column %s.%s %s notnull=%s collation=%s default=%s acl=%s comment=%s', a.attrelid::regclass,
+              a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attcollation,
+              pg_get_expr(ad.adbin, ad.adrelid), a.attacl, col_description(a.attrelid, a.attnum))
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT format('constraint %s on %s: %s', n.conname, n.conrelid::regclass, pg_get_constraintdef(n.oid))
+  FROM pg_constraint n WHERE n.connamespace = 'eventhub'::regnamespace
+UNION ALL
+SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace = 'eventhub'::regnamespace
+UNION ALL
+SELECT format('trigger %s enabled=%s comment=%s', pg_get_triggerdef(t.oid), t.tgenabled, obj_description(t.oid, 'pg_trigger'))
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace = 'eventhub'::regnamespace AND NOT t.tgisinternal
+UNION ALL
+SELECT format('policy %s on %s: %s to %s using %s check %s comment=%s', o.polname, o.polrelid::regclass, o.polcmd,
+              o.polroles::regrole[], pg_get_expr(o.polqual, o.polrelid), pg_get_expr(o.polwithcheck, o.polrelid),
+              obj_description(o.oid, 'pg_policy'))
+  FROM pg_policy o JOIN pg_class c ON c.oid = o.polrelid WHERE c.relnamespace = 'eventhub'::regnamespace
+UNION ALL
+SELECT format('view %s: %s', c.oid::regclass, pg_get_viewdef(c.oid))
+  FROM pg_class c WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind = 'v'
+UNION ALL
+SELECT format('event trigger %s on %s tags %s function %s enabled=%s comment=%s', e.evtname, e.evtevent, e.evttags,
+              e.evtfoid::regproc, e.evtenabled, obj_description(e.oid, 'pg_event_trigger'))
+  FROM pg_event_trigger e
+UNION ALL
+SELECT format('schema acl=%s comment=%s', s.nspacl, obj_description(s.oid, 'pg_namespace'))
+  FROM pg_namespace s WHERE s.nspname = 'eventhub'
+UNION ALL
+SELECT format('extension config %s condition %s', x.extconfig::regclass[], x.extcondition)
+  FROM pg_extension x WHERE x.extname = 'eventhub'
+$$;
+RESET check_function_bodies;
+
+CREATE EXTENSION eventhub VERSION '0.2.0';
+-- The new library refuses the old objects, with what to do.
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
+ALTER EXTENSION eventhub UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'eventhub';
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
+CREATE TEMP TABLE updated AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
+DROP EXTENSION eventhub;
+
+CREATE EXTENSION eventhub;
+CREATE TEMP TABLE fresh AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
+DROP EXTENSION eventhub;
+
+-- Nothing differs.
+SELECT 'only after the update' AS "where", line FROM (TABLE updated EXCEPT ALL TABLE fresh) u
+UNION ALL
+SELECT 'only in a fresh installation', line FROM (TABLE fresh EXCEPT ALL TABLE updated) f
+ORDER BY 1, 2;
+-- And the comparison saw the objects: functions, tables, triggers, grants.
+SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
+       count(*) FILTER (WHERE line LIKE 'relation %' AND line LIKE '% kind=r %') AS tables,
+       count(*) FILTER (WHERE line LIKE 'trigger %') AS triggers,
+       count(*) FILTER (WHERE line LIKE 'function eventhub.cleanup_events(text,bigint) %') AS new_function
+  FROM fresh;
