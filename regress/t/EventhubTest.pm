@@ -254,7 +254,8 @@ sub notifications_in
 }
 
 # start_listener(NODE, %opt): a background psql session that has run
-# LISTEN eventhub.  Options: db ('postgres'), user.  heard() collects what
+# LISTEN eventhub and goes on after an error (a refused query is a test's
+# expected outcome).  Options: db ('postgres'), user.  heard() collects what
 # it received.
 sub start_listener
 {
@@ -262,7 +263,8 @@ sub start_listener
 	my $l = {
 		psql => $node->background_psql(
 			$opt{db} // 'postgres',
-			defined $opt{user} ? (extra_params => [ '-U', $opt{user} ]) : ()),
+			defined $opt{user} ? (extra_params => [ '-U', $opt{user} ]) : (),
+			on_error_stop => 0),
 		heard => []
 	};
 	$l->{psql}->query_safe('LISTEN eventhub');
