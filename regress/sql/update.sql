@@ -53,6 +53,11 @@ UNION ALL
 SELECT format('schema acl=%s comment=%s', s.nspacl, obj_description(s.oid, 'pg_namespace'))
   FROM pg_namespace s WHERE s.nspname = 'eventhub'
 UNION ALL
+SELECT format('initial privileges of %s: %s', pg_describe_object(i.classoid, i.objoid, i.objsubid), i.initprivs)
+  FROM pg_init_privs i JOIN pg_depend d ON d.classid = i.classoid AND d.objid = i.objoid AND d.objsubid = 0
+  JOIN pg_extension x ON x.oid = d.refobjid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND x.extname = 'eventhub' AND i.privtype = 'e'
+UNION ALL
 SELECT format('extension config %s condition %s', x.extconfig::regclass[], x.extcondition)
   FROM pg_extension x WHERE x.extname = 'eventhub'
 $$;
@@ -76,9 +81,11 @@ SELECT 'only after the update' AS "where", line FROM (TABLE updated EXCEPT ALL T
 UNION ALL
 SELECT 'only in a fresh installation', line FROM (TABLE fresh EXCEPT ALL TABLE updated) f
 ORDER BY 1, 2;
--- And the comparison saw the objects: functions, tables, triggers, grants.
+-- And the comparison saw the objects: functions, tables, triggers, grants,
+-- initial privileges.
 SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
        count(*) FILTER (WHERE line LIKE 'relation %' AND line LIKE '% kind=r %') AS tables,
        count(*) FILTER (WHERE line LIKE 'trigger %') AS triggers,
+       count(*) FILTER (WHERE line LIKE 'initial privileges %') AS initial_privileges,
        count(*) FILTER (WHERE line LIKE 'function eventhub.cleanup_events(text,bigint) %') AS new_function
   FROM fresh;
