@@ -44,11 +44,11 @@ extern "C" {
 #endif
 
 #define EVENTHUB_VERSION_MAJOR 0
-#define EVENTHUB_VERSION_MINOR 2
+#define EVENTHUB_VERSION_MINOR 3
 #define EVENTHUB_VERSION_PATCH 0
-#define EVENTHUB_VERSION "0.2.0"
+#define EVENTHUB_VERSION "0.3.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
-#define EVENTHUB_VERSION_NUM 200
+#define EVENTHUB_VERSION_NUM 300
 
 /* Return codes. */
 #define EH_OK 0
