@@ -35,9 +35,7 @@ sub kv
 	return ($out =~ /\b$key=([\d.]+)/)[0];
 }
 
-#
 # A black hole: listens, accepts, never says a word.
-#
 my $hole = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
   or die "cannot listen: $!";
 my $port = $hole->sockport;
@@ -60,18 +58,9 @@ cmp_ok(scalar(@held), '>=', 2, 'black hole: the attempt timed out and was made a
 cmp_ok(kv($out, 'free_ms'), '<', $close_timeout_ms / 2, 'black hole: eh_client_free() returns at once');
 close $_ for @held;
 
-#
 # A stopped backend.
-#
 my $node = eventhub_node('nonblocking');
 $node->safe_psql('postgres', "SELECT eventhub.register_organization('acme')");
-
-sub backend_of
-{
-	my $pid = $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND backend_type = 'client backend'");
-	return $pid =~ /^(\d+)$/ ? $1 : undef;
-}
 
 my $nb = { out => '', err => '', in => '' };
 $nb->{h} = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application_name=nbtest', '60', 'acme', 'nb-replica' ],
@@ -79,7 +68,8 @@ $nb->{h} = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application
 wait_for(what => 'ready', watch => $nb, matches => qr/^ready$/m);
 like($nb->{out}, qr/^ready$/m, 'stopped backend: the client is at the head and listening');
 
-my $first = backend_of();
+my ($first) = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND backend_type = 'client backend'") =~ /^(\d+)$/;
 ok($first, 'stopped backend: found the client\'s backend');
 kill 'STOP', $first;
 my $stopped_at = time();

@@ -18,9 +18,7 @@ use Time::HiRes qw(time);
 my $node = eventhub_node('follow_all');
 my $connstr = $node->connstr('postgres');
 
-#
 # --all --after 0: the kept history of every organization, then what comes.
-#
 publish($node, 'acme', 3);
 publish($node, 'globex', 2);
 # Polls at most every 0.8 x 600 s: what arrives sooner was notified.
@@ -73,7 +71,6 @@ cmp_ok($took, '<', 0.8 * $poll_s,
 $w->{h}->signal('TERM');
 finish_cli($w);
 
-#
 # --all without --after: only what is published after it starts.
 #
 # Once it has read the heads, asked for the tokens of what it found and sent
@@ -88,9 +85,7 @@ is(join(' ', map { "$_->{organization_id}:$_->{revision}" } watch_lines($w)),
 	'acme:' . ($head{acme} + 1) . ' umbrella:1',
 	'watch --all from the heads prints only new events');
 
-#
 # Memory: three 32 MB events.
-#
 my $size = 32 * 1024 * 1024;
 $node->safe_psql('postgres',
 	"SELECT eventhub.publish_event('big', 'API', 'CREATE', 'e' || i, NULL,

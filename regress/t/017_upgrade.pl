@@ -114,12 +114,10 @@ ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be
 	'the worker waits for the update, and says so');
 
 # Watchers of the new release, resuming from stored cursors, as the reader.
-my %watch;
-for my $org ('acme', 'globex')
-{
-	$watch{$org} = start_watch("$connstr user=reader", '--org', $org,
-		'--after', $cursor{$org}[0], '--after-version', $cursor{$org}[1], '--poll-interval', '200');
-}
+my %watch = map {
+	($_ => start_watch("$connstr user=reader", '--org', $_, '--after', $cursor{$_}[0], '--after-version', $cursor{$_}[1],
+			'--poll-interval', '200'))
+} qw(acme globex);
 # Both are connected before the update.
 wait_for(what => 'the watchers', node => $node,
 	sql => "SELECT count(*) = 2 FROM pg_stat_activity WHERE usename = 'reader' AND application_name <> 'eventhub probe'")
