@@ -42,19 +42,17 @@ sub revisions
 }
 
 # 1. Readers on the hot standby.
-my $reader = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
-	'--replica-id', 'r1', '--heartbeat-conninfo', $primary->connstr('postgres'),
-	'--heartbeat-interval', '200', '--timeout', '120');
-my $silent = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
-	'--replica-id', 'r2', '--heartbeat-interval', '200', '--timeout', '120');
+my ($reader, $silent) = map {
+	start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0', '--heartbeat-interval', '200',
+		'--timeout', '120', @$_)
+} [ '--replica-id', 'r1', '--heartbeat-conninfo', $primary->connstr('postgres') ], [ '--replica-id', 'r2' ];
 publish($primary, 'reader-org', 20, tag => 'rd');
 wait_lines($reader, 20, 'standby reader');
 wait_lines($silent, 20, 'standby reader without a heartbeat connection');
 is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 20), 'standby reader: every event once, in order');
-$primary->poll_query_until('postgres',
-	"SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'")
-  or die "r1 did not report its progress to the primary";
-pass('standby reader: it appears in replica_status on the primary, at revision 20');
+ok(wait_for(what => 'r1 in replica_status', node => $primary,
+		sql => "SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'"),
+	'standby reader: it appears in replica_status on the primary, at revision 20');
 is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r2'"),
 	'0', 'standby reader without a heartbeat connection: not registered (the standby is read-only)');
 
@@ -78,11 +76,9 @@ wait_lines($reader, 30, 'standby reader, resumed');
 is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 30), 'standby reader: caught up once, in order');
 $_->{h}->signal('TERM') for $reader, $silent;
 $_->{h}->finish for $reader, $silent;
-my @failed = $silent->{err} =~ /heartbeat failed/g;
-is(scalar(@failed), 1, 'standby reader without a heartbeat connection: the failure is logged once')
+is(scalar(() = $silent->{err} =~ /heartbeat failed/g), 1, 'standby reader without a heartbeat connection: the failure is logged once')
   or diag($silent->{err});
-my @standby_said = $reader->{err} =~ /the server is a standby/g;
-is(scalar(@standby_said), 1, 'standby reader: says once that LISTEN is not available');
+is(scalar(() = $reader->{err} =~ /the server is a standby/g), 1, 'standby reader: says once that LISTEN is not available');
 unlike($reader->{err}, qr/heartbeat failed/, 'standby reader: its heartbeats never failed');
 is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r1'"),
 	'0', 'standby reader: deregistered on the primary when it exits');
@@ -98,8 +94,7 @@ publish($primary, $_, 50, tag => "lost-$_") for @orgs;
 # server accepts writes.
 my $multi = sprintf('host=%s,%s port=%s,%s dbname=postgres target_session_attrs=read-write',
 	$primary->host, $standby->host, $primary->port, $standby->port);
-my $kept = start_watch($multi, (map { ('--org', $_) } @orgs), '--after', '0',
-	'--count', 404, '--timeout', '120');
+my $kept = start_watch($multi, (map { ('--org', $_) } @orgs), '--after', '0', '--count', 404, '--timeout', '120');
 wait_lines($kept, 400, 'kept-running consumer');
 # Stopped through the failover, so that it sees the new histories whole
 # when it reconnects.
@@ -132,8 +127,8 @@ is_deeply(\%sql_state, { above => 'ZE003', equal => 'ZE003', below => 'ZE002', l
 
 # The CLI (the library's eh_subscribe_at), from the stored cursor.
 my %restarted = map {
-	($_ => start_watch($standby->connstr('postgres'), '--org', $_, '--after', '80',
-			'--after-version', $v80{$_}, '--count', '1', '--timeout', '60'))
+	($_ => start_watch($standby->connstr('postgres'), '--org', $_, '--after', '80', '--after-version', $v80{$_},
+			'--count', '1', '--timeout', '60'))
 } @orgs;
 wait_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
 # The consumer that kept running has reconnected and resynced to the new
@@ -157,8 +152,7 @@ for my $org (@orgs)
 
 is(finish_cli($kept), 0, 'kept-running consumer: exits after its 404 events') or diag($kept->{err});
 my @k = watch_lines($kept);
-my %kept_resync = map { ($_->{organization_id} => "$_->{reason} $_->{head_revision}") } grep { $_->{resync} } @k;
-is_deeply(\%kept_resync,
+is_deeply({ map { ($_->{organization_id} => "$_->{reason} $_->{head_revision}") } grep { $_->{resync} } @k },
 	{ above => 'cursor_ahead 90', equal => 'cursor_ahead 80', below => 'cursor_ahead 60', longer => 'version_mismatch 120' },
 	'kept-running consumer: every organization resynced, the longer new history included');
 is(revisions($_, @k), join(',', 1 .. 100, $new_head{$_} + 1),

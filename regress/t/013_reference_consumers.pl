@@ -57,9 +57,7 @@ my $backstop = 3 * $PostgreSQL::Test::Utils::timeout_default;
 		'the Go consumer builds offline with Debian\'s pgx v4') or BAIL_OUT($err);
 }
 
-my %command = (
-	go => ["$dir/consumer-go"],
-	python => [ '/usr/bin/python3', "$work/examples/python/consumer.py" ],);
+my %command = (go => ["$dir/consumer-go"], python => [ '/usr/bin/python3', "$work/examples/python/consumer.py" ]);
 my @langs = sort keys %command;
 
 my $node = eventhub_node('consumers', init => { allows_streaming => 1 }, conf => 'max_prepared_transactions = 2');
@@ -74,14 +72,9 @@ sub start_consumer
 	my $c = { lang => $lang, out => '', err => '' };
 	my $conninfo = ($opt->{server} // $node)->connstr('postgres') . " application_name=ref-$lang";
 	$c->{h} = IPC::Run::start(
-		[
-			@{ $command{$lang} }, '--conninfo', $conninfo,
-			(map { ('--org', $_) } @{ $opt->{orgs} // \@orgs }),
-			'--cursor-file', "$dir/" . ($opt->{cursor} // 'cursor') . "-$lang.json",
-			'--timeout', $consumer_timeout, @args
-		],
-		'<', \'', '>', \$c->{out}, '2>', \$c->{err},
-		IPC::Run::timeout($backstop));
+		[ @{ $command{$lang} }, '--conninfo', $conninfo, (map { ('--org', $_) } @{ $opt->{orgs} // \@orgs }),
+			'--cursor-file', "$dir/" . ($opt->{cursor} // 'cursor') . "-$lang.json", '--timeout', $consumer_timeout, @args ],
+		'<', \'', '>', \$c->{out}, '2>', \$c->{err}, IPC::Run::timeout($backstop));
 	return $c;
 }
 
@@ -214,10 +207,8 @@ my %head = map { ($_ => [ head($_) ]) } @orgs;
 
 # Six events to deliver after the resyncs: they exit 0 then.
 @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 200, '--count', 6) } @langs;
-ok( wait_all(
-		\@consumers, sub { my $l = lines_by_org($_[0]); (grep { $l->{$_} } qw(acme hooli globex)) == 3 && @{ $l->{initech} // [] } >= 2 },
-		'resync'),
-	'restarted: both resync the rewritten organizations');
+my $resynced = sub { my $l = lines_by_org($_[0]); (grep { $l->{$_} } qw(acme hooli globex)) == 3 && @{ $l->{initech} // [] } >= 2 };
+ok(wait_all(\@consumers, $resynced, 'resync'), 'restarted: both resync the rewritten organizations');
 # What follows the resyncs, and an event announced by nobody: a
 # prepared transaction's commit sends no notification, a poll finds it.
 publish($node, $_, 1) for qw(acme hooli globex);
@@ -246,8 +237,7 @@ is((split / /, expected_events('initech', 11, 11)->[0])[4], 'DELETE', 'initech/1
 # consumer that read the head after reloading would jump past it.
 publish($node, 'wayne', 3);
 @consumers = map {
-	start_consumer($_, { orgs => ['wayne'], cursor => 'order' },
-		'--poll-interval-ms', 600_000, '--reload-ms', 2000, '--count', 4)
+	start_consumer($_, { orgs => ['wayne'], cursor => 'order' }, '--poll-interval-ms', 600_000, '--reload-ms', 2000, '--count', 4)
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'wayne'), 'ZE001: both deliver wayne 1-3');
 my $wayne_kept = expected_events('wayne', 1, 3);
@@ -263,11 +253,8 @@ my @wayne_head = head('wayne');
 is($wayne_head[0], 5, 'ZE001: wayne is at 5, with no event kept');
 # Each is stopped in its reload as soon as it prints the resync, so that the
 # event is published before the reload ends, however long publishing takes.
-ok( wait_all(
-		\@consumers,
-		sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) },
-		'ZE001'),
-	'ZE001: both resync');
+my $stop_at_resync = sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) };
+ok(wait_all(\@consumers, $stop_at_resync, 'ZE001'), 'ZE001: both resync');
 publish($node, 'wayne', 1);    # while they reload
 for my $c (@consumers)
 {
@@ -289,8 +276,7 @@ for my $c (@consumers)
 publish($node, 'umbrella', 3);
 my $standby = eventhub_standby($node, 'standby');
 @consumers = map {
-	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'standby' },
-		'--poll-interval-ms', 200, '--count', 6)
+	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'standby' }, '--poll-interval-ms', 200, '--count', 6)
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'standby'), 'standby: both replay the history');
 like($_->{err}, qr/standby: LISTEN is refused, polling only/, "standby: $_->{lang} polls") for @consumers;

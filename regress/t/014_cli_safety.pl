@@ -61,18 +61,13 @@ like($err, qr/unknown option "-x" for publish/, 'named by its letter, not by the
 
 # watch ... | head -1: the reader goes away; watch deregisters and exits 141.
 publish($node, 'piped', 3);
-my $flag = "$PostgreSQL::Test::Utils::tmp_check/reader-done";
-my $status_file = "$PostgreSQL::Test::Utils::tmp_check/watch-status";
-my $first = "$PostgreSQL::Test::Utils::tmp_check/first-line";
+my ($flag, $status_file, $first) = map { "$PostgreSQL::Test::Utils::tmp_check/$_" } qw(reader-done watch-status first-line);
 my $pipeline = IPC::Run::start([
-		'bash', '-c',
-		qq{"\$0" -d "\$1" watch --org piped --after 0 --replica-id piped-r --heartbeat-interval 100 |
+		'bash', '-c', qq{"\$0" -d "\$1" watch --org piped --after 0 --replica-id piped-r --heartbeat-interval 100 |
 		   { head -1 > "$first"; while [ ! -e "$flag" ]; do sleep 0.05; done; };
-		   echo "\${PIPESTATUS[0]}" > "$status_file"},
-		$cli, $connstr ]);
-wait_for(what => 'the piped watch', node => $node, sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'")
-  or die 'the piped watch did not register';
-pass('the piped watch registered its replica');
+		   echo "\${PIPESTATUS[0]}" > "$status_file"}, $cli, $connstr ]);
+ok(wait_for(what => 'the piped watch', node => $node, sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'"),
+	'the piped watch registered its replica') or die 'the piped watch did not register';
 append_to_file($flag, '');
 my $t0 = time;
 $pipeline->finish;

@@ -18,7 +18,6 @@ use EventhubTest;
 use IO::Select;
 use IO::Socket::INET;
 use IPC::Run;
-use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
