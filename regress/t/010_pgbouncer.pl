@@ -121,8 +121,7 @@ my $s = watch('--org', 'acme', '--count', '20', '--timeout', '60', '--poll-inter
 	'--fallback-poll-interval', '600000');
 wait_for_listening($node, $offset);
 publish($node, 'acme', 20);
-is(finish_cli($s), 0, 'session pooling: 20 events arrive without a single poll (notifications)')
-  or diag($s->{err});
+is(finish_cli($s), 0, 'session pooling: 20 events arrive without a single poll (notifications)') or diag($s->{err});
 is_deeply([ map { $_->{revision} } watch_lines($s) ], [ 101 .. 120 ], 'session pooling: once, in order');
 unlike($s->{err}, qr/do not reach/, 'session pooling: it listens');
 stop_pgbouncer();

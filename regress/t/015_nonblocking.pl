@@ -43,12 +43,10 @@ my $h = IPC::Run::start([ $driver, "host=127.0.0.1 port=$port dbname=nowhere use
 	'>', \$out, '2>', \$err);
 my @held;
 my $select = IO::Select->new($hole);
-my $until = time() + 30;
-while ($h->pumpable && time() < $until)
-{
+wait_for(what => 'the driver', timeout => 30, until => sub {
 	push @held, scalar $hole->accept if $select->can_read(0.05);
-	$h->pump_nb;
-}
+	$h->pump_nb if $h->pumpable;
+	!$h->pumpable });
 $h->finish;
 note("black hole: $out");
 cmp_ok(kv($out, 'longest_process_ms'), '<', $query_timeout_ms / 4,

@@ -61,8 +61,7 @@ my @verbose = (on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=verbose' ]
 like($stderr, qr/ERROR:  25006: cannot execute LISTEN during recovery/, 'LISTEN on a standby fails with 25006');
 is($stdout, 'still usable', 'and the session goes on');
 
-($rc, $stdout, $stderr) =
-  $standby->psql('postgres', q{SELECT eventhub.heartbeat('r1', '{"acme": {"revision": "3"}}')}, @verbose);
+($rc, $stdout, $stderr) = $standby->psql('postgres', q{SELECT eventhub.heartbeat('r1', '{"acme": {"revision": "3"}}')}, @verbose);
 like($stderr, qr/ERROR:  25006: cannot send a heartbeat to a hot standby/, 'a heartbeat on a standby is refused with 25006');
 like($stderr, qr/HINT:  Send heartbeats to the primary/, 'with what to do');
 unlike($stderr, qr/INSERT|CONTEXT/, 'and not from inside eventhub\'s own INSERT');
