@@ -62,12 +62,10 @@ kill 'STOP', $reader->{h}{KIDS}[0]{PID};
 publish($primary, 'reader-org', 10, tag => 'rd2');
 publish($primary, 'marker', 1, tag => 'mk');
 # Retention, run until the marker, published last, has gone.
-wait_for(
-	what  => 'retention',
-	until => sub {
-		run_maintenance($primary);
-		$primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE organization_id = 'marker'") eq '0';
-	}) or die "retention did not run";
+wait_for(what => 'retention', until => sub {
+	run_maintenance($primary);
+	$primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE organization_id = 'marker'") eq '0' })
+  or die 'retention did not run';
 is( $primary->safe_psql('postgres',
 		"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'reader-org'"),
 	join(',', 20 .. 30), 'standby reader: retention keeps what r1 has not applied, and its cursor\'s event');

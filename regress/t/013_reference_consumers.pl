@@ -143,9 +143,9 @@ ok(wait_all(\@consumers, sub { line_count($_[0]) >= 38 }, 'restart'), 'restart: 
 
 # 4. Forged notifications (acme's token with a version never seen, garbage)
 # and the zero token: wake-ups only, nothing is repeated.
-my $acme_token = $node->safe_psql('postgres', "SELECT eventhub.notification_token('acme')");
-$node->safe_psql('postgres', qq{
-	SELECT pg_notify('eventhub', '{"notification_token": "$acme_token", "version_id": "00000000-0000-0000-0000-000000000001"}');
+$node->safe_psql('postgres', q{
+	SELECT pg_notify('eventhub', '{"notification_token": "' || eventhub.notification_token('acme')
+	  || '", "version_id": "00000000-0000-0000-0000-000000000001"}');
 	SELECT pg_notify('eventhub', 'not json');
 	SELECT pg_notify('eventhub', '{"notification_token": "00000000000000000000000000000000", "version_id": "00000000-0000-0000-0000-000000000000"}');
 });

@@ -54,8 +54,7 @@ install_eventhub("$old_src/eventhub.so", "$old_src/eventhub.control", "$old_src/
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade', install_path => "$inst$pg_lib");
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'eventhub'\neventhub.database = 'postgres'\neventhub.maintenance_interval = '200ms'");
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eventhub'\neventhub.maintenance_interval = '200ms'");
 $node->start;
 my $connstr = $node->connstr('postgres');
 
@@ -184,10 +183,7 @@ sub catalog
 }
 my ($updated, $fresh) = (catalog('upd'), catalog('fresh'));
 cmp_ok(scalar(() = $fresh =~ /ALTER EXTENSION eventhub ADD/g), '>', 20, 'the dump lists the extension\'s objects');
-if ($updated eq $fresh)
-{
-	pass('a database updated from 0.1.0 and a fresh one have identical catalogs');
-}
+if ($updated eq $fresh) { pass('a database updated from 0.1.0 and a fresh one have identical catalogs'); }
 else
 {
 	fail('a database updated from 0.1.0 and a fresh one have identical catalogs');
