@@ -102,8 +102,7 @@ sub peak_kb
 	unlink $file;
 	return $hwm;
 }
-my $bounded = peak_kb();
-my $unbounded = peak_kb('--batch-bytes', '1073741824');
+my ($bounded, $unbounded) = (peak_kb(), peak_kb('--batch-bytes', '1073741824'));
 my $event_kb = $size / 1024;
 note(sprintf('peak RSS: %.0f MB with the default byte bound, %.0f MB with 1 GiB; one event is %.0f MB',
 		$bounded / 1024, $unbounded / 1024, $event_kb / 1024));
