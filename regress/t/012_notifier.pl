@@ -131,8 +131,7 @@ is($mode, 'transaction', 'notifier gone: each transaction notifies');
 ok(hear_until(sub { @heard >= 1 }), 'notifier gone: still heard');
 is($heard[0]{pid}, $pub_pid, 'notifier gone: from the publisher');
 $admin->query_safe('ALTER DATABASE postgres ALLOW_CONNECTIONS true');
-$admin->quit;
-$publisher->quit;
+$_->quit for $admin, $publisher;
 ok(wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'"),
 	'the notifier is back') or die 'the notifier did not come back';
 # Announcements it had taken when it stopped are lost: its first act is to

@@ -112,11 +112,11 @@ sub expected_events
 	return [ split /\n/, $rows ];
 }
 
+# ORG's head: (revision, version).
 sub head
 {
-	my ($org) = @_;
 	return split /\|/,
-	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
+	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$_[0]'");
 }
 
 # 1. The kept history from 0, then a stream woken by notifications only.

@@ -28,11 +28,8 @@ my $driver = "$libdir/test_nonblock";
 my $query_timeout_ms = 1000;
 my $close_timeout_ms = 500;
 
-sub kv
-{
-	my ($out, $key) = @_;
-	return ($out =~ /\b$key=([\d.]+)/)[0];
-}
+# The value of KEY in the driver's key=value output OUT.
+sub kv { my ($out, $key) = @_; return ($out =~ /\b$key=([\d.]+)/)[0]; }
 
 # A black hole: listens, accepts, never says a word.
 my $hole = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
