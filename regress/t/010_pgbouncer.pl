@@ -57,11 +57,7 @@ sub start_pgbouncer
 # held: its files, a lock of the caller's).
 END { $bouncer->kill_kill if $bouncer && $bouncer->pumpable; }
 
-sub stop_pgbouncer
-{
-	$bouncer->signal('INT');
-	$bouncer->finish;
-}
+sub stop_pgbouncer { $bouncer->signal('INT'); $bouncer->finish; }
 
 sub watch { return start_watch($via_pool, @_); }
 
