@@ -21,16 +21,14 @@ use warnings;
 use EventhubTest;
 use Test::More;
 
-# Retention runs when the test runs it (eventhub.run_maintenance()), never
-# in the middle of a read: the worker's next cycle is an hour away.
+# Retention runs when the test runs it (run_maintenance()), never in the
+# middle of a read: the worker's next cycle is an hour away.
 my $primary = eventhub_node('primary', init => { allows_streaming => 1 }, maintenance_interval => '1h',
 	retention => '1s', replica_ttl => '1min');
 my $standby = eventhub_standby($primary, 'standby');
-# From its restart below, before it is promoted, it keeps the histories the
-# test reads back.
+# From its restart below, it keeps the histories the test reads back.
 $standby->append_conf('postgresql.conf', "eventhub.retention = '1h'");
 
-# Waits until watcher W printed at least N lines.
 sub wait_lines
 {
 	my ($w, $n, $label) = @_;
@@ -43,22 +41,18 @@ sub revisions
 	return join ',', map { $_->{revision} } grep { ($_->{organization_id} // '') eq $org && !$_->{resync} } @lines;
 }
 
-#
 # 1. Readers on the hot standby.
-#
-my $reader = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
-	'--replica-id', 'r1', '--heartbeat-conninfo', $primary->connstr('postgres'),
-	'--heartbeat-interval', '200', '--timeout', '120');
-my $silent = start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0',
-	'--replica-id', 'r2', '--heartbeat-interval', '200', '--timeout', '120');
+my ($reader, $silent) = map {
+	start_watch($standby->connstr('postgres'), '--org', 'reader-org', '--after', '0', '--heartbeat-interval', '200',
+		'--timeout', '120', @$_)
+} [ '--replica-id', 'r1', '--heartbeat-conninfo', $primary->connstr('postgres') ], [ '--replica-id', 'r2' ];
 publish($primary, 'reader-org', 20, tag => 'rd');
 wait_lines($reader, 20, 'standby reader');
 wait_lines($silent, 20, 'standby reader without a heartbeat connection');
 is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 20), 'standby reader: every event once, in order');
-$primary->poll_query_until('postgres',
-	"SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'")
-  or die "r1 did not report its progress to the primary";
-pass('standby reader: it appears in replica_status on the primary, at revision 20');
+ok(wait_for(what => 'r1 in replica_status', node => $primary,
+		sql => "SELECT applied_revision = 20 FROM eventhub.replica_status WHERE replica_id = 'r1' AND organization_id = 'reader-org'"),
+	'standby reader: it appears in replica_status on the primary, at revision 20');
 is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r2'"),
 	'0', 'standby reader without a heartbeat connection: not registered (the standby is read-only)');
 
@@ -67,35 +61,27 @@ is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE
 kill 'STOP', $reader->{h}{KIDS}[0]{PID};
 publish($primary, 'reader-org', 10, tag => 'rd2');
 publish($primary, 'marker', 1, tag => 'mk');
-# Retention, run until the marker, published last, has expired and gone.
-wait_for(
-	what  => 'retention',
-	until => sub {
-		run_maintenance($primary);
-		$primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE organization_id = 'marker'") eq '0';
-	}) or die "retention did not run";
+# Retention, run until the marker, published last, has gone.
+wait_for(what => 'retention', until => sub {
+	run_maintenance($primary);
+	$primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE organization_id = 'marker'") eq '0' })
+  or die 'retention did not run';
 is( $primary->safe_psql('postgres',
 		"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'reader-org'"),
 	join(',', 20 .. 30), 'standby reader: retention keeps what r1 has not applied, and its cursor\'s event');
 kill 'CONT', $reader->{h}{KIDS}[0]{PID};
 wait_lines($reader, 30, 'standby reader, resumed');
 is(revisions('reader-org', watch_lines($reader)), join(',', 1 .. 30), 'standby reader: caught up once, in order');
-$reader->{h}->signal('TERM');
-$silent->{h}->signal('TERM');
-$reader->{h}->finish;
-$silent->{h}->finish;
-my @failed = $silent->{err} =~ /heartbeat failed/g;
-is(scalar(@failed), 1, 'standby reader without a heartbeat connection: the failure is logged once')
+$_->{h}->signal('TERM') for $reader, $silent;
+$_->{h}->finish for $reader, $silent;
+is(scalar(() = $silent->{err} =~ /heartbeat failed/g), 1, 'standby reader without a heartbeat connection: the failure is logged once')
   or diag($silent->{err});
-my @standby_said = $reader->{err} =~ /the server is a standby/g;
-is(scalar(@standby_said), 1, 'standby reader: says once that LISTEN is not available');
+is(scalar(() = $reader->{err} =~ /the server is a standby/g), 1, 'standby reader: says once that LISTEN is not available');
 unlike($reader->{err}, qr/heartbeat failed/, 'standby reader: its heartbeats never failed');
 is($primary->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'r1'"),
 	'0', 'standby reader: deregistered on the primary when it exits');
 
-#
 # 2. Failover.
-#
 my @orgs = qw(above equal below longer);
 publish($primary, $_, 50, tag => "old-$_") for @orgs;
 $primary->wait_for_catchup($standby);
@@ -106,21 +92,18 @@ publish($primary, $_, 50, tag => "lost-$_") for @orgs;
 # server accepts writes.
 my $multi = sprintf('host=%s,%s port=%s,%s dbname=postgres target_session_attrs=read-write',
 	$primary->host, $standby->host, $primary->port, $standby->port);
-my $kept = start_watch($multi, (map { ('--org', $_) } @orgs), '--after', '0',
-	'--count', 404, '--timeout', '120');
+my $kept = start_watch($multi, (map { ('--org', $_) } @orgs), '--after', '0', '--count', 404, '--timeout', '120');
 wait_lines($kept, 400, 'kept-running consumer');
 # Stopped through the failover, so that it sees the new histories whole
 # when it reconnects.
 kill 'STOP', $kept->{h}{KIDS}[0]{PID};
 
-# The cursor consumers store: revision 80 and its version, as the consumer
-# printed it.
+# The cursor consumers store: revision 80 and its version, as printed.
 my %v80 = map { ($_->{organization_id} => $_->{version_id}) } grep { $_->{revision} == 80 } watch_lines($kept);
 is(scalar(keys %v80), 4, 'the stored cursors: revision 80 of each organization, with its version');
 
 $primary->stop('immediate');
 $standby->start;
-# A watcher that connects to the standby while it is one.
 my $promoted = start_watch($standby->connstr('postgres'), '--org', 'above', '--after', '0',
 	'--count', 90, '--fallback-poll-interval', '200', '--timeout', '120');
 wait_lines($promoted, 50, 'watcher on the standby in recovery');
@@ -132,20 +115,18 @@ my %head_version = map { split /\|/ } split /\n/,
 kill 'CONT', $kept->{h}{KIDS}[0]{PID};
 
 # Plain SQL, from the stored cursor.
-my %sql_state;
-for my $org (@orgs)
-{
-	my ($ret, $out, $err) = $standby->psql('postgres',
-		"\\set VERBOSITY sqlstate\nSELECT count(*) FROM eventhub.events_since('$org', 80, 1000, '$v80{$org}')");
-	($sql_state{$org}) = $err =~ /ERROR:\s+(\w+)/;
-}
+my %sql_state = map {
+	my (undef, undef, $err) = $standby->psql('postgres',
+		"\\set VERBOSITY sqlstate\nSELECT count(*) FROM eventhub.events_since('$_', 80, 1000, '$v80{$_}')");
+	($_ => ($err =~ /ERROR:\s+(\w+)/)[0])
+} @orgs;
 is_deeply(\%sql_state, { above => 'ZE003', equal => 'ZE003', below => 'ZE002', longer => 'ZE003' },
 	'SQL: events_since with the stored cursor and version detects every rewrite');
 
 # The CLI (the library's eh_subscribe_at), from the stored cursor.
 my %restarted = map {
-	($_ => start_watch($standby->connstr('postgres'), '--org', $_, '--after', '80',
-			'--after-version', $v80{$_}, '--count', '1', '--timeout', '60'))
+	($_ => start_watch($standby->connstr('postgres'), '--org', $_, '--after', '80', '--after-version', $v80{$_},
+			'--count', '1', '--timeout', '60'))
 } @orgs;
 wait_lines($restarted{$_}, 1, "restarted consumer of $_") for @orgs;
 # The consumer that kept running has reconnected and resynced to the new
@@ -154,33 +135,27 @@ wait_for(what => 'the kept-running consumer\'s resyncs', pump => [$kept],
 	until => sub { (grep { $_->{resync} } watch_lines($kept)) == 4 });
 # One more event each: the restarted consumers deliver it after the new head.
 publish($standby, $_, 1, tag => "after-$_") for @orgs;
-my %expected_reason = (above => 'version_mismatch', equal => 'version_mismatch', below => 'cursor_ahead',
-	longer => 'version_mismatch');
+my %expected_reason = ((map { ($_ => 'version_mismatch') } @orgs), below => 'cursor_ahead');
 for my $org (@orgs)
 {
 	my $w = $restarted{$org};
 	is(finish_cli($w), 0, "restarted $org: exits after its event") or diag($w->{err});
-	my @l = watch_lines($w);
 	is_deeply(
-		[ map { $_->{resync} ? "resync $_->{reason} $_->{head_revision} $_->{head_version_id}" : "event $_->{revision}" } @l ],
+		[ map { $_->{resync} ? "resync $_->{reason} $_->{head_revision} $_->{head_version_id}" : "event $_->{revision}" }
+			  watch_lines($w) ],
 		[ "resync $expected_reason{$org} $new_head{$org} $head_version{$org}", 'event ' . ($new_head{$org} + 1) ],
 		"restarted $org: a resync to the new head (with its version to store), then what follows");
 }
 
-# The consumer that kept running: reconnected to the promoted standby.
 is(finish_cli($kept), 0, 'kept-running consumer: exits after its 404 events') or diag($kept->{err});
 my @k = watch_lines($kept);
-my %kept_resync = map { ($_->{organization_id} => "$_->{reason} $_->{head_revision}") } grep { $_->{resync} } @k;
-is_deeply(\%kept_resync,
+is_deeply({ map { ($_->{organization_id} => "$_->{reason} $_->{head_revision}") } grep { $_->{resync} } @k },
 	{ above => 'cursor_ahead 90', equal => 'cursor_ahead 80', below => 'cursor_ahead 60', longer => 'version_mismatch 120' },
 	'kept-running consumer: every organization resynced, the longer new history included');
-for my $org (@orgs)
-{
-	is(revisions($org, @k), join(',', 1 .. 100, $new_head{$org} + 1),
-		"kept-running consumer: $org delivered 1-100 from the old primary, then $org/" . ($new_head{$org} + 1));
-}
+is(revisions($_, @k), join(',', 1 .. 100, $new_head{$_} + 1),
+	"kept-running consumer: $_ delivered 1-100 from the old primary, then $_/" . ($new_head{$_} + 1))
+  for @orgs;
 
-# The watcher that started on the standby listens now.
 is(finish_cli($promoted), 0, 'promoted: the watcher exits after its 90 events') or diag($promoted->{err});
 is(revisions('above', watch_lines($promoted)), join(',', 1 .. 90), 'promoted: every event of the new history once, in order');
 like($promoted->{err}, qr/the server is a standby.*the server is no longer a standby.*notifications arrive again: listening/s,

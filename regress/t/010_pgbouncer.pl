@@ -19,14 +19,12 @@ use warnings;
 use EventhubTest;
 use IO::Socket::INET;
 use IPC::Run;
-use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use Time::Local qw(timegm);
 
 my $pgbouncer = -x '/usr/sbin/pgbouncer' ? '/usr/sbin/pgbouncer' : 'pgbouncer';
-my $json = JSON::PP->new;
 
 my $node = eventhub_node('pooled', conf => "log_statement = 'none'");
 my $user = $node->safe_psql('postgres', 'SELECT current_user');
@@ -35,45 +33,31 @@ my $dir = PostgreSQL::Test::Utils::tempdir();
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $via_pool = "host=127.0.0.1 port=$port dbname=postgres user=$user";
 my $bouncer;
+append_to_file("$dir/users.txt", "\"$user\" \"\"\n");
 
 # Starts pgbouncer in pool mode MODE (in the foreground, as a child).
 sub start_pgbouncer
 {
 	my ($mode) = @_;
-	open my $fh, '>', "$dir/pgbouncer.ini" or die;
-	print $fh "[databases]\n"
+	unlink "$dir/pgbouncer.ini", "$dir/pgbouncer.log";
+	append_to_file("$dir/pgbouncer.ini", "[databases]\n"
 	  . "postgres = host=" . $node->host . " port=" . $node->port . " dbname=postgres\n"
 	  . "[pgbouncer]\n"
 	  . "listen_addr = 127.0.0.1\nlisten_port = $port\nunix_socket_dir =\n"
 	  . "auth_type = trust\nauth_file = $dir/users.txt\n"
 	  . "pool_mode = $mode\ndefault_pool_size = 4\nmax_client_conn = 100\n"
 	  . "server_login_retry = 1\nquery_wait_timeout = 1\n"
-	  . "logfile = $dir/pgbouncer.log\npidfile = $dir/pgbouncer.pid\n";
-	close $fh;
-	open $fh, '>', "$dir/users.txt" or die;
-	print $fh "\"$user\" \"\"\n";
-	close $fh;
-	unlink "$dir/pgbouncer.log";
+	  . "logfile = $dir/pgbouncer.log\npidfile = $dir/pgbouncer.pid\n");
 	$bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ], '>', '/dev/null', '2>', "$dir/pgbouncer.err");
-	# Ready once it accepts connections.
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while (time() < $deadline)
-	{
-		return if IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port);
-		usleep(100_000);
-	}
-	die "pgbouncer did not start: " . slurp_file("$dir/pgbouncer.err");
+	wait_for(what => 'pgbouncer', until => sub { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port) })
+	  or die "pgbouncer did not start: " . slurp_file("$dir/pgbouncer.err");
 }
 
 # A test that dies leaves no pgbouncer behind (it would hold what the test
 # held: its files, a lock of the caller's).
 END { $bouncer->kill_kill if $bouncer && $bouncer->pumpable; }
 
-sub stop_pgbouncer
-{
-	$bouncer->signal('INT');
-	$bouncer->finish;
-}
+sub stop_pgbouncer { $bouncer->signal('INT'); $bouncer->finish; }
 
 sub watch { return start_watch($via_pool, @_); }
 
@@ -84,9 +68,7 @@ sub epoch_of
 	return timegm($s, $mi, $h, $d, $mo - 1, $y) + ($frac // 0);
 }
 
-#
 # Transaction pooling.
-#
 start_pgbouncer('transaction');
 my $w = watch('--org', 'acme', '--after', '0', '--count', '100', '--timeout', '120');
 ok(wait_for(watch => $w, stderr => qr/notifications do not reach this connection/),
@@ -104,17 +86,12 @@ while ($w->{h}->pumpable && time() < $deadline)
 	$w->{h}->pump_nb;
 	$neighbour->pump_nb if $neighbour->pumpable;
 	my $now = time();
-	for my $line ($w->{out} =~ /^(\{.*)\n/mg)
-	{
-		my $ev = $json->decode($line);
-		$arrived{ $ev->{revision} } //= [ $now, epoch_of($ev->{processed_timestamp}) ];
-	}
+	$arrived{ $_->{revision} } //= [ $now, epoch_of($_->{processed_timestamp}) ] for watch_lines($w);
 	usleep(2_000);
 }
 $neighbour->finish;
 is(finish_cli($w), 0, 'transaction pooling: the watcher exits after 100 events') or diag($w->{err});
-my @revs = map { $json->decode($_)->{revision} } $w->{out} =~ /^(\{.*)\n/mg;
-is_deeply(\@revs, [ 1 .. 100 ], 'transaction pooling: every event once, in order');
+is_deeply([ map { $_->{revision} } watch_lines($w) ], [ 1 .. 100 ], 'transaction pooling: every event once, in order');
 my @lat = sort { $a <=> $b } map { 1000 * ($_->[0] - $_->[1]) } values %arrived;
 my $p50 = $lat[ int(0.5 * $#lat) ];
 note(sprintf('transaction pooling: publish-to-print latency p50 %.0f ms, p99 %.0f ms', $p50, $lat[ int(0.99 * $#lat) ]));
@@ -125,15 +102,12 @@ cmp_ok($p50, '<', 5000 / 4, 'transaction pooling: median latency of the fallback
 unlike($n_out, qr/Asynchronous notification "eventhub"/, 'transaction pooling: no eventhub notification reached the neighbour');
 # The probe's one notification may go astray (that is how the watcher finds
 # out); a LISTEN eventhub on a pooled connection would send a hundred.
-my @stray = slurp_file("$dir/pgbouncer.log") =~ /got packet 'A' from server when not linked/g;
-cmp_ok(scalar(@stray), '<=', 1, 'transaction pooling: pgbouncer saw no stray eventhub notification');
-my @said = $w->{err} =~ /notifications do not reach this connection/g;
-is(scalar(@said), 1, 'transaction pooling: said once');
+cmp_ok(scalar(() = slurp_file("$dir/pgbouncer.log") =~ /got packet 'A' from server when not linked/g), '<=', 1,
+	 'transaction pooling: pgbouncer saw no stray eventhub notification');
+is(scalar(() = $w->{err} =~ /notifications do not reach this connection/g), 1, 'transaction pooling: said once');
 stop_pgbouncer();
 
-#
 # Session pooling: notifications work.
-#
 start_pgbouncer('session');
 # Its statements are logged: once it has sent LISTEN eventhub, and then read
 # the head (EH_FROM_HEAD) with the notification token, it follows.
@@ -143,18 +117,14 @@ my $s = watch('--org', 'acme', '--count', '20', '--timeout', '60', '--poll-inter
 	'--fallback-poll-interval', '600000');
 wait_for_listening($node, $offset);
 publish($node, 'acme', 20);
-is(finish_cli($s), 0, 'session pooling: 20 events arrive without a single poll (notifications)')
-  or diag($s->{err});
-@revs = map { $json->decode($_)->{revision} } $s->{out} =~ /^(\{.*)\n/mg;
-is_deeply(\@revs, [ 101 .. 120 ], 'session pooling: once, in order');
+is(finish_cli($s), 0, 'session pooling: 20 events arrive without a single poll (notifications)') or diag($s->{err});
+is_deeply([ map { $_->{revision} } watch_lines($s) ], [ 101 .. 120 ], 'session pooling: once, in order');
 unlike($s->{err}, qr/do not reach/, 'session pooling: it listens');
 stop_pgbouncer();
 
-#
-# The server down behind the pooler: the backoff grows.
-#
-# pgbouncer has served a login before (it keeps the server's parameters and
-# accepts logins without a server from then on); then the server goes.
+# The server down behind the pooler: the backoff grows.  pgbouncer has
+# served a login before (it keeps the server's parameters and accepts logins
+# without a server from then on); then the server goes.
 start_pgbouncer('transaction');
 is(`psql -XAtq -d '$via_pool' -c 'SELECT 1'`, "1\n", 'pgbouncer served a login');
 $node->stop;

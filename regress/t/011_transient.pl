@@ -22,11 +22,9 @@ my $w = start_watch($node->connstr('postgres') . " options='-c lock_timeout=100m
 	'--org', 'acme', '--after', '0', '--count', '5', '--timeout', '120', '--poll-interval', '200');
 ok(wait_for(watch => $w, lines => 1), 'the watcher delivered revision 1');
 
-# An operator holds ACCESS EXCLUSIVE on events until the watcher has tried
-# twice.
+# An operator holds ACCESS EXCLUSIVE on events until the watcher has tried twice.
 my $op = $node->background_psql('postgres');
-$op->query_safe('BEGIN');
-$op->query_safe('LOCK TABLE eventhub.events IN ACCESS EXCLUSIVE MODE');
+$op->query_safe('BEGIN; LOCK TABLE eventhub.events IN ACCESS EXCLUSIVE MODE');
 ok(wait_for(watch => $w, stderr => qr/lock timeout.*lock timeout/s), 'lock: the watcher\'s queries time out');
 $op->query_safe('COMMIT');
 publish($node, 'acme', 2);

@@ -24,16 +24,15 @@ use Test::More;
 
 my $json = JSON::PP->new;
 my $node = eventhub_node('notifier', conf => "log_statement = 'none'");
+my $dir = PostgreSQL::Test::Utils::tempdir();
 
 sub notifier_pid
 {
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'eventhub notifier'");
+	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE backend_type = 'eventhub notifier'");
 }
 
-wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'")
-  or die "the notifier did not attach";
-pass('preloaded: the notifier announces what this database publishes');
+ok(wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'"),
+	'preloaded: the notifier announces what this database publishes') or die 'the notifier did not attach';
 
 # A listener that collects every notification it receives; @heard: what it
 # heard since forget().
@@ -48,16 +47,22 @@ sub hear_until
 	return wait_for(what => 'notifications', until => sub { @heard = heard($listener); $cond->() });
 }
 
-sub token_of
-{
-	my ($org) = @_;
-	return $node->safe_psql('postgres', "SELECT eventhub.notification_token('$org')");
-}
+sub token_of { return $node->safe_psql('postgres', "SELECT eventhub.notification_token('$_[0]')"); }
 
 sub head_version
 {
-	my ($org) = @_;
-	return $node->safe_psql('postgres', "SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
+	return $node->safe_psql('postgres', "SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$_[0]'");
+}
+
+# Runs pgbench with the script SQL on 4 clients, TRANSACTIONS each.
+sub pgbench
+{
+	my ($name, $sql, $transactions) = @_;
+	my ($out, $err);
+	append_to_file("$dir/$name.sql", $sql);
+	IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', $transactions, '-f', "$dir/$name.sql",
+			'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$out, '2>', \$err)
+	  or die "pgbench failed: $err";
 }
 
 # The last version heard for TOKEN.
@@ -68,9 +73,7 @@ sub last_heard
 	return @mine ? $mine[-1]{version_id} : '';
 }
 
-#
 # One publish.
-#
 my $publisher_pid = $node->safe_psql('postgres',
 	"SELECT pg_backend_pid() FROM (SELECT eventhub.publish_event('solo', 'API', 'CREATE', 'e', NULL, '{}')) p");
 ok(hear_until(sub { @heard >= 1 }), 'one publish: heard');
@@ -81,32 +84,20 @@ is(last_heard(token_of('solo')), head_version('solo'), 'one publish: its head ve
 is($heard[0]{pid}, notifier_pid(), 'one publish: sent by the notifier');
 isnt($heard[0]{pid}, $publisher_pid, 'one publish: not by the publisher');
 
-#
 # A burst of single-event commits to five organizations: coalesced.
-#
 forget();
-my $dir = PostgreSQL::Test::Utils::tempdir();
-open my $fh, '>', "$dir/burst.sql" or die;
-print $fh "\\set o random(1, 5)\nSELECT eventhub.publish_event('burst-' || :o, 'API', 'UPDATE', 'e', NULL, '{}');\n";
-close $fh;
-my ($b_out, $b_err) = ('', '');
-IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '500', '-f', "$dir/burst.sql",
-		'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
-  or die "pgbench failed: $b_err";
+pgbench('burst', "\\set o random(1, 5)\nSELECT eventhub.publish_event('burst-' || :o, 'API', 'UPDATE', 'e', NULL, '{}');\n", 500);
 my %tokens = map { ($_ => token_of("burst-$_")) } 1 .. 5;
 my %heads = map { ($_ => head_version("burst-$_")) } 1 .. 5;
 ok(hear_until(sub { !grep { last_heard($tokens{$_}) ne $heads{$_} } 1 .. 5 }),
 	'burst: every organization\'s head version was announced')
   or diag(explain({ heads => \%heads, heard => { map { ($_ => last_heard($tokens{$_})) } 1 .. 5 } }));
-my $burst_heard = scalar(@heard);
-note("burst: 2000 commits, $burst_heard notifications");
-cmp_ok($burst_heard, '<', 2000, 'burst: fewer notifications than commits (coalesced)');
+note('burst: 2000 commits, ' . scalar(@heard) . ' notifications');
+cmp_ok(scalar(@heard), '<', 2000, 'burst: fewer notifications than commits (coalesced)');
 my $notifier = notifier_pid();
 is(scalar(grep { $_->{pid} ne $notifier } @heard), 0, 'burst: every one from the notifier');
 
-#
 # A rolled-back publish announces nothing.
-#
 forget();
 $node->safe_psql('postgres', q{
 	BEGIN; SELECT eventhub.publish_event('ghost', 'API', 'CREATE', 'e', NULL, '{}'); ROLLBACK;
@@ -115,9 +106,7 @@ $node->safe_psql('postgres', q{
 ok(hear_until(sub { last_heard(token_of('sentinel')) ne '' }), 'rollback: the sentinel after it is heard');
 is(last_heard(token_of('ghost')), '', 'rollback: the rolled-back organization is not');
 
-#
 # Another database: its transactions notify by themselves.
-#
 $node->safe_psql('postgres', 'CREATE DATABASE other');
 $node->safe_psql('other', 'CREATE EXTENSION eventhub');
 is($node->safe_psql('other', 'SELECT eventhub.notification_mode()'), 'transaction',
@@ -126,9 +115,7 @@ my ($ret, $out) = $node->psql('other',
 	"LISTEN eventhub;\nSELECT eventhub.publish_event('o', 'API', 'CREATE', 'e', NULL, '{}');");
 like($out, qr/Asynchronous notification "eventhub"/, 'another database: heard at commit');
 
-#
 # The notifier goes away and comes back.
-#
 my $pid = notifier_pid();
 forget();
 # It is restarted a second after it ends; while its database refuses new
@@ -144,11 +131,9 @@ is($mode, 'transaction', 'notifier gone: each transaction notifies');
 ok(hear_until(sub { @heard >= 1 }), 'notifier gone: still heard');
 is($heard[0]{pid}, $pub_pid, 'notifier gone: from the publisher');
 $admin->query_safe('ALTER DATABASE postgres ALLOW_CONNECTIONS true');
-$admin->quit;
-$publisher->quit;
-wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'")
-  or die "the notifier did not come back";
-pass('the notifier is back');
+$_->quit for $admin, $publisher;
+ok(wait_for(what => 'the notifier', node => $node, sql => "SELECT eventhub.notification_mode() = 'worker'"),
+	'the notifier is back') or die 'the notifier did not come back';
 # Announcements it had taken when it stopped are lost: its first act is to
 # tell everyone to poll.
 ok(hear_until(sub { grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @heard }),
@@ -156,28 +141,21 @@ ok(hear_until(sub { grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @h
 is((grep { $_->{payload} =~ /"notification_token": "0{32}"/ } @heard)[0]{pid}, notifier_pid(),
 	'notifier back: the new notifier says so');
 
-#
-# A full queue loses no event.
-#
-# Its statements are logged: once it has sent LISTEN eventhub, and then read
-# the head with the notification token, it follows.
+# A full queue loses no event.  The watcher's statements are logged: once it
+# has sent LISTEN eventhub, and then read the head with the notification
+# token, it follows.
 my $offset = -s $node->logfile;
 my $watch = start_watch($node->connstr('postgres') . " options='-c log_statement=all'",
 	'--org', 'overflow', '--count', '1', '--timeout', '120', '--poll-interval', '600000');
 wait_for_listening($node, $offset);
 $pid = notifier_pid();
 kill 'STOP', $pid;
-open $fh, '>', "$dir/flood.sql" or die;
-print $fh "SELECT eventhub.publish_event('flood-' || :client_id, 'API', 'UPDATE', 'e', NULL, '{}');\n";
-close $fh;
-IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '17500', '-f', "$dir/flood.sql",
-		'-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
-  or die "pgbench failed: $b_err";
+pgbench('flood', "SELECT eventhub.publish_event('flood-' || :client_id, 'API', 'UPDATE', 'e', NULL, '{}');\n", 17500);
 $offset = -s $node->logfile;
 $node->safe_psql('postgres', "SELECT eventhub.publish_event('overflow', 'API', 'CREATE', 'e', NULL, '{}')");
 kill 'CONT', $pid;
-$node->wait_for_log(qr/eventhub notification queue was full: \d+ announcements were dropped/, $offset);
-pass('full queue: the notifier says announcements were dropped');
+ok($node->wait_for_log(qr/eventhub notification queue was full: \d+ announcements were dropped/, $offset),
+	'full queue: the notifier says announcements were dropped');
 is(finish_cli($watch), 0, 'full queue: the subscriber got its event without waiting for its poll')
   or diag($watch->{err});
 like($watch->{out}, qr/"organization_id": "overflow", "revision": 1/, 'full queue: the event');

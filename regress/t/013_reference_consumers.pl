@@ -1,4 +1,4 @@
-# 013_reference_consumers.pl: the documented SQL protocol (docs/protocol.md) is enough to write a
+# 013_reference_consumers.pl: docs/protocol.md is enough to write a
 # consumer.  Builds the Go reference consumer (examples/go, pgx v4) and runs
 # it side by side with the Python one (examples/python, psycopg 3), both
 # written from docs/protocol.md alone, through:
@@ -22,14 +22,10 @@
 #   7. a hot standby, where LISTEN is refused: they poll, and listen once it
 #      is promoted.
 #
-# Skipped only when Go, Debian's pgx v4 sources or psycopg 3 are missing
-# (scripts/deps.sh installs them).
-#
 # Every EVENT line is checked against eventhub.events (revision, version,
 # action, entity): per organization exactly the revisions after the cursor,
-# in order, once.  Every wait is bounded (the consumers' --timeout, a
-# deadline here, and IPC::Run's timeout as a backstop), by the suite's
-# default timeout.
+# in order, once.  Skipped only when Go, Debian's pgx v4 sources or
+# psycopg 3 are missing (scripts/deps.sh installs them).
 
 use strict;
 use warnings;
@@ -51,25 +47,17 @@ my $dir = PostgreSQL::Test::Utils::tempdir();
 my $consumer_timeout = 2 * $PostgreSQL::Test::Utils::timeout_default;
 my $backstop = 3 * $PostgreSQL::Test::Utils::timeout_default;
 
-#
 # Build the Go consumer offline, in GOPATH mode, against Debian's pgx
 # sources under /usr/share/gocode.
-#
 {
-	local $ENV{GO111MODULE} = 'off';
-	local $ENV{GOPATH} = '/usr/share/gocode';
-	local $ENV{GOCACHE} = "$dir/gocache";
-	local $ENV{GOFLAGS} = '';
+	local @ENV{qw(GO111MODULE GOPATH GOCACHE GOFLAGS)} = ('off', '/usr/share/gocode', "$dir/gocache", '');
 	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run([ 'go', 'build', '-o', "$dir/consumer-go", '.' ],
-		'>', \$out, '2>', \$err, init => sub { chdir "$work/examples/go" or die $! },
-		IPC::Run::timeout(300));
-	ok($ok, 'the Go consumer builds offline with Debian\'s pgx v4') or BAIL_OUT($err);
+	ok( IPC::Run::run([ 'go', 'build', '-o', "$dir/consumer-go", '.' ], '>', \$out, '2>', \$err,
+			init => sub { chdir "$work/examples/go" or die $! }, IPC::Run::timeout(300)),
+		'the Go consumer builds offline with Debian\'s pgx v4') or BAIL_OUT($err);
 }
 
-my %command = (
-	go => ["$dir/consumer-go"],
-	python => [ '/usr/bin/python3', "$work/examples/python/consumer.py" ],);
+my %command = (go => ["$dir/consumer-go"], python => [ '/usr/bin/python3', "$work/examples/python/consumer.py" ]);
 my @langs = sort keys %command;
 
 my $node = eventhub_node('consumers', init => { allows_streaming => 1 }, conf => 'max_prepared_transactions = 2');
@@ -84,14 +72,9 @@ sub start_consumer
 	my $c = { lang => $lang, out => '', err => '' };
 	my $conninfo = ($opt->{server} // $node)->connstr('postgres') . " application_name=ref-$lang";
 	$c->{h} = IPC::Run::start(
-		[
-			@{ $command{$lang} }, '--conninfo', $conninfo,
-			(map { ('--org', $_) } @{ $opt->{orgs} // \@orgs }),
-			'--cursor-file', "$dir/" . ($opt->{cursor} // 'cursor') . "-$lang.json",
-			'--timeout', $consumer_timeout, @args
-		],
-		'<', \'', '>', \$c->{out}, '2>', \$c->{err},
-		IPC::Run::timeout($backstop));
+		[ @{ $command{$lang} }, '--conninfo', $conninfo, (map { ('--org', $_) } @{ $opt->{orgs} // \@orgs }),
+			'--cursor-file', "$dir/" . ($opt->{cursor} // 'cursor') . "-$lang.json", '--timeout', $consumer_timeout, @args ],
+		'<', \'', '>', \$c->{out}, '2>', \$c->{err}, IPC::Run::timeout($backstop));
 	return $c;
 }
 
@@ -129,60 +112,40 @@ sub expected_events
 	return [ split /\n/, $rows ];
 }
 
+# ORG's head: (revision, version).
 sub head
 {
-	my ($org) = @_;
 	return split /\|/,
-	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
+	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$_[0]'");
 }
 
-sub kill_consumer
-{
-	my ($c) = @_;
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
-
-#
 # 1. The kept history from 0, then a stream woken by notifications only.
-#
-unlink "$dir/cursor-$_.json" for @langs;
 publish($node, $_, 5) for @orgs;
 my @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 600_000) } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 20 }, 'history'), 'both replay the kept history');
-publish($node, 'acme', 3);
-publish($node, 'globex', 3);
+publish($node, $_, 3) for qw(acme globex);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 26 }, 'notified'), 'both are woken by notifications');
 
-#
 # 2. Their backends terminated.
-#
 my $ours = "application_name IN ('ref-go', 'ref-python') AND backend_type = 'client backend'";
 wait_for(what => 'the consumers', node => $node, sql => "SELECT count(*) = 2 FROM pg_stat_activity WHERE $ours")
   or die "the consumers are not connected";
 is($node->safe_psql('postgres', "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE $ours"),
 	'2', 'kill: both consumers\' backends terminated');
-publish($node, 'acme', 3);
-publish($node, 'hooli', 3);
+publish($node, $_, 3) for qw(acme hooli);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 32 }, 'kill'), 'kill: both deliver what followed');
 like($_->{err}, qr/reconnecting/, "kill: $_->{lang} reconnected") for @consumers;
 
-#
 # 3. A server restart.
-#
 $node->restart;
-publish($node, 'globex', 3);
-publish($node, 'initech', 3);
+publish($node, $_, 3) for qw(globex initech);
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 38 }, 'restart'), 'restart: both deliver what followed');
 
-#
 # 4. Forged notifications (acme's token with a version never seen, garbage)
 # and the zero token: wake-ups only, nothing is repeated.
-#
-my $acme_token = $node->safe_psql('postgres', "SELECT eventhub.notification_token('acme')");
-$node->safe_psql('postgres', qq{
-	SELECT pg_notify('eventhub', '{"notification_token": "$acme_token", "version_id": "00000000-0000-0000-0000-000000000001"}');
+$node->safe_psql('postgres', q{
+	SELECT pg_notify('eventhub', '{"notification_token": "' || eventhub.notification_token('acme')
+	  || '", "version_id": "00000000-0000-0000-0000-000000000001"}');
 	SELECT pg_notify('eventhub', 'not json');
 	SELECT pg_notify('eventhub', '{"notification_token": "00000000000000000000000000000000", "version_id": "00000000-0000-0000-0000-000000000000"}');
 });
@@ -194,15 +157,12 @@ ok(wait_all(\@consumers, sub { line_count($_[0]) >= 40 }, 'forged'), 'forged not
 my %head_before = map { ($_ => (head($_))[0]) } @orgs;
 for my $c (@consumers)
 {
-	my $got = lines_by_org($c);
-	is_deeply($got->{$_}, expected_events($_, 1, $head_before{$_}),
+	is_deeply(lines_by_org($c)->{$_}, expected_events($_, 1, $head_before{$_}),
 		"$c->{lang}: $_ revisions 1-$head_before{$_}, each once, in order") for @orgs;
 }
 
-#
-# 5. Killed, histories rewritten under the stored cursors, restarted.
-#
-# Once a consumer is idle at the heads its cursor file holds them: killing
+# 5. Killed, histories rewritten under the stored cursors, restarted.  Once
+# a consumer is idle at the heads its cursor file holds them: killing
 # it then loses nothing and repeats nothing.
 for my $c (@consumers)
 {
@@ -213,7 +173,9 @@ for my $c (@consumers)
 	};
 	my $want = join ',', map { "$_=$head_before{$_}" } @orgs;
 	ok(wait_all([$c], sub { $stored->() eq $want }, 'cursor file'), "$c->{lang}: its cursor file holds the heads");
-	kill_consumer($c);
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
 	my $cursors = decode_json(slurp_file($file));
 	my $last_printed = { map { ($_ => lines_by_org($c)->{$_}[-1]) } @orgs };
 	is_deeply(
@@ -245,10 +207,8 @@ my %head = map { ($_ => [ head($_) ]) } @orgs;
 
 # Six events to deliver after the resyncs: they exit 0 then.
 @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 200, '--count', 6) } @langs;
-ok( wait_all(
-		\@consumers, sub { my $l = lines_by_org($_[0]); (grep { $l->{$_} } qw(acme hooli globex)) == 3 && @{ $l->{initech} // [] } >= 2 },
-		'resync'),
-	'restarted: both resync the rewritten organizations');
+my $resynced = sub { my $l = lines_by_org($_[0]); (grep { $l->{$_} } qw(acme hooli globex)) == 3 && @{ $l->{initech} // [] } >= 2 };
+ok(wait_all(\@consumers, $resynced, 'resync'), 'restarted: both resync the rewritten organizations');
 # What follows the resyncs, and an event announced by nobody: a
 # prepared transaction's commit sends no notification, a poll finds it.
 publish($node, $_, 1) for qw(acme hooli globex);
@@ -260,29 +220,24 @@ $node->safe_psql('postgres', q{
 });
 for my $c (@consumers)
 {
-	$c->{h}->finish;
-	is($c->{h}->result(0), 0, "$c->{lang}: exits 0 after its --count events");
+	is(finish_cli($c), 0, "$c->{lang}: exits 0 after its --count events");
 	note("$c->{lang} stderr:\n$c->{err}");
-	my $got = lines_by_org($c);
 	my %want = (
 		acme => [ "RESYNC acme ZE003 @{$head{acme}}", @{ expected_events('acme', 15, 15) } ],
 		hooli => [ "RESYNC hooli ZE003 @{$head{hooli}}", @{ expected_events('hooli', 11, 11) } ],
 		globex => [ "RESYNC globex ZE002 @{$head{globex}}", @{ expected_events('globex', 7, 7) } ],
 		initech => expected_events('initech', 9, 11));
-	is_deeply($got->{$_}, $want{$_}, "$c->{lang}: $_ after the rewrite") for @orgs;
+	is_deeply(lines_by_org($c)->{$_}, $want{$_}, "$c->{lang}: $_ after the rewrite") for @orgs;
 }
 is((split / /, expected_events('initech', 11, 11)->[0])[4], 'DELETE', 'initech/11 is the prepared transaction\'s');
 
-#
 # 6. Running consumers woken to a gap (ZE001), and the resync order: the
 # head first, then the reload, then on from that head.  An event published
 # during the reload, after they read the head, must arrive afterwards; a
 # consumer that read the head after reloading would jump past it.
-#
 publish($node, 'wayne', 3);
 @consumers = map {
-	start_consumer($_, { orgs => ['wayne'], cursor => 'order' },
-		'--poll-interval-ms', 600_000, '--reload-ms', 2000, '--count', 4)
+	start_consumer($_, { orgs => ['wayne'], cursor => 'order' }, '--poll-interval-ms', 600_000, '--reload-ms', 2000, '--count', 4)
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'wayne'), 'ZE001: both deliver wayne 1-3');
 my $wayne_kept = expected_events('wayne', 1, 3);
@@ -298,11 +253,8 @@ my @wayne_head = head('wayne');
 is($wayne_head[0], 5, 'ZE001: wayne is at 5, with no event kept');
 # Each is stopped in its reload as soon as it prints the resync, so that the
 # event is published before the reload ends, however long publishing takes.
-ok( wait_all(
-		\@consumers,
-		sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) },
-		'ZE001'),
-	'ZE001: both resync');
+my $stop_at_resync = sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) };
+ok(wait_all(\@consumers, $stop_at_resync, 'ZE001'), 'ZE001: both resync');
 publish($node, 'wayne', 1);    # while they reload
 for my $c (@consumers)
 {
@@ -312,23 +264,19 @@ for my $c (@consumers)
 }
 for my $c (@consumers)
 {
-	$c->{h}->finish;
-	is($c->{h}->result(0), 0, "ZE001: $c->{lang} exits 0 after its --count events");
+	is(finish_cli($c), 0, "ZE001: $c->{lang} exits 0 after its --count events");
 	note("$c->{lang} stderr:\n$c->{err}");
 	is_deeply(lines_by_org($c)->{wayne},
 		[ @$wayne_kept, "RESYNC wayne ZE001 @wayne_head", @{ expected_events('wayne', 6, 6) } ],
 		"ZE001: $c->{lang} resynced to the head it read first, then delivered 6 published during its reload");
 }
 
-#
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
 # promoted they listen.
-#
 publish($node, 'umbrella', 3);
 my $standby = eventhub_standby($node, 'standby');
 @consumers = map {
-	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'standby' },
-		'--poll-interval-ms', 200, '--count', 6)
+	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'standby' }, '--poll-interval-ms', 200, '--count', 6)
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'standby'), 'standby: both replay the history');
 like($_->{err}, qr/standby: LISTEN is refused, polling only/, "standby: $_->{lang} polls") for @consumers;
@@ -340,8 +288,7 @@ ok(wait_all(\@consumers, sub { $_[0]{err} =~ /no longer a standby: listening/ },
 publish($standby, 'umbrella', 1);
 for my $c (@consumers)
 {
-	$c->{h}->finish;
-	is($c->{h}->result(0), 0, "standby: $c->{lang} exits 0 after its --count events");
+	is(finish_cli($c), 0, "standby: $c->{lang} exits 0 after its --count events");
 	note("$c->{lang} stderr:\n$c->{err}");
 	is_deeply(lines_by_org($c)->{umbrella}, expected_events('umbrella', 1, 6, $standby),
 		"standby: $c->{lang} delivered umbrella 1-6, each once, in order");

@@ -18,9 +18,7 @@ use Time::HiRes qw(time);
 my $node = eventhub_node('cli_safety');
 my $connstr = $node->connstr('postgres');
 
-#
 # A publisher names an organization to rewrite an operator's screen.
-#
 my $evil = "evil\e[2J\e]0;pwned\a\nfake-row 999 \x{c2}\x{9b}31m\x{e2}\x{80}\x{ae}";
 publish($node, Encode::decode('UTF-8', $evil), 1, action => 'CREATE', data => '{"k": "v\\u001b[0m"}');
 my $long = 'w' x 600;
@@ -34,8 +32,7 @@ unlike($out, qr/\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'nor a C1 co
 like($out, qr/^evil\\x1b\[2J\\x1b\]0;pwned\\x07\\nfake-row 999 \x{e2}\x{80}\x{a6}/m,
 	'the id is shown with its controls escaped, on its own row');
 unlike($out, qr/^fake-row/m, 'and cannot fake a row');
-my $widest = 0;
-for (split /\n/, $out) { $widest = length($_) if length($_) > $widest; }
+my ($widest) = sort { $b <=> $a } map { length } split /\n/, $out;
 cmp_ok($widest, '<', 250, "a 600-byte id and a 256-byte hash do not widen the tables (widest line $widest)");
 like($out, qr/^w{47}\x{e2}\x{80}\x{a6}/m, 'an over-wide cell ends with an ellipsis');
 
@@ -52,9 +49,7 @@ is($line->{organization_id}, Encode::decode('UTF-8', $evil), 'watch prints the i
 is($line->{event_data}{k}, "v\e[0m", 'and the event data');
 unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\x{c2}[\x{80}-\x{9f}]|\x{e2}\x{80}[\x{a8}-\x{ae}]/, 'escaped, not raw');
 
-#
 # Ids over 1024 bytes are refused when parsed: exit 2, nothing runs.
-#
 ($rc, $out, $err) = run_cli('-d', $connstr, 'watch', '--org', 'o' x 1025, '--replica-id', 'r-long');
 is($rc, 2, 'watch --org with 1025 bytes exits 2');
 like($err, qr/--org is 1025 bytes long; the limit is 1024 bytes/, 'and says why');
@@ -64,24 +59,16 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE re
 is($rc, 2, 'an unknown short option is a usage error');
 like($err, qr/unknown option "-x" for publish/, 'named by its letter, not by the command');
 
-#
 # watch ... | head -1: the reader goes away; watch deregisters and exits 141.
-#
 publish($node, 'piped', 3);
-my $flag = "$PostgreSQL::Test::Utils::tmp_check/reader-done";
-my $status_file = "$PostgreSQL::Test::Utils::tmp_check/watch-status";
-my $first = "$PostgreSQL::Test::Utils::tmp_check/first-line";
+my ($flag, $status_file, $first) = map { "$PostgreSQL::Test::Utils::tmp_check/$_" } qw(reader-done watch-status first-line);
 my $pipeline = IPC::Run::start([
-		'bash', '-c',
-		qq{"\$0" -d "\$1" watch --org piped --after 0 --replica-id piped-r --heartbeat-interval 100 |
+		'bash', '-c', qq{"\$0" -d "\$1" watch --org piped --after 0 --replica-id piped-r --heartbeat-interval 100 |
 		   { head -1 > "$first"; while [ ! -e "$flag" ]; do sleep 0.05; done; };
-		   echo "\${PIPESTATUS[0]}" > "$status_file"},
-		$cli, $connstr ]);
-wait_for(what => 'the piped watch', node => $node, sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'")
-  or die 'the piped watch did not register';
-pass('the piped watch registered its replica');
-open(my $fh, '>', $flag) or die;
-close $fh;
+		   echo "\${PIPESTATUS[0]}" > "$status_file"}, $cli, $connstr ]);
+ok(wait_for(what => 'the piped watch', node => $node, sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = 'piped-r'"),
+	'the piped watch registered its replica') or die 'the piped watch did not register';
+append_to_file($flag, '');
 my $t0 = time;
 $pipeline->finish;
 my $took = time - $t0;
@@ -92,10 +79,8 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE re
 	'0', 'and deregistered its replica');
 like(slurp_file($first), qr/"revision": 1,/, 'the reader got the first event');
 
-#
 # status with 100,000 organizations and ten replicas following all of them,
 # as the operator role of docs/operations.md.
-#
 $node->safe_psql('postgres', q{
 	SELECT eventhub.register_organization('org-' || i) FROM generate_series(1, 100000) i;
 	SELECT eventhub.heartbeat('replica-' || r,

@@ -18,7 +18,6 @@ use EventhubTest;
 use IO::Select;
 use IO::Socket::INET;
 use IPC::Run;
-use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -29,15 +28,10 @@ my $driver = "$libdir/test_nonblock";
 my $query_timeout_ms = 1000;
 my $close_timeout_ms = 500;
 
-sub kv
-{
-	my ($out, $key) = @_;
-	return ($out =~ /\b$key=([\d.]+)/)[0];
-}
+# The value of KEY in the driver's key=value output OUT.
+sub kv { my ($out, $key) = @_; return ($out =~ /\b$key=([\d.]+)/)[0]; }
 
-#
 # A black hole: listens, accepts, never says a word.
-#
 my $hole = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
   or die "cannot listen: $!";
 my $port = $hole->sockport;
@@ -46,12 +40,10 @@ my $h = IPC::Run::start([ $driver, "host=127.0.0.1 port=$port dbname=nowhere use
 	'>', \$out, '2>', \$err);
 my @held;
 my $select = IO::Select->new($hole);
-my $until = time() + 30;
-while ($h->pumpable && time() < $until)
-{
+wait_for(what => 'the driver', timeout => 30, until => sub {
 	push @held, scalar $hole->accept if $select->can_read(0.05);
-	$h->pump_nb;
-}
+	$h->pump_nb if $h->pumpable;
+	!$h->pumpable });
 $h->finish;
 note("black hole: $out");
 cmp_ok(kv($out, 'longest_process_ms'), '<', $query_timeout_ms / 4,
@@ -60,18 +52,9 @@ cmp_ok(scalar(@held), '>=', 2, 'black hole: the attempt timed out and was made a
 cmp_ok(kv($out, 'free_ms'), '<', $close_timeout_ms / 2, 'black hole: eh_client_free() returns at once');
 close $_ for @held;
 
-#
 # A stopped backend.
-#
 my $node = eventhub_node('nonblocking');
 $node->safe_psql('postgres', "SELECT eventhub.register_organization('acme')");
-
-sub backend_of
-{
-	my $pid = $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND backend_type = 'client backend'");
-	return $pid =~ /^(\d+)$/ ? $1 : undef;
-}
 
 my $nb = { out => '', err => '', in => '' };
 $nb->{h} = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application_name=nbtest', '60', 'acme', 'nb-replica' ],
@@ -79,7 +62,8 @@ $nb->{h} = IPC::Run::start([ $driver, $node->connstr('postgres') . ' application
 wait_for(what => 'ready', watch => $nb, matches => qr/^ready$/m);
 like($nb->{out}, qr/^ready$/m, 'stopped backend: the client is at the head and listening');
 
-my $first = backend_of();
+my ($first) = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'nbtest' AND backend_type = 'client backend'") =~ /^(\d+)$/;
 ok($first, 'stopped backend: found the client\'s backend');
 kill 'STOP', $first;
 my $stopped_at = time();

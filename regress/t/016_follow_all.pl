@@ -10,7 +10,7 @@ use warnings;
 
 use EventhubTest;
 use IPC::Run;
-use JSON::PP;
+use List::Util qw(sum);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
@@ -18,9 +18,7 @@ use Time::HiRes qw(time);
 my $node = eventhub_node('follow_all');
 my $connstr = $node->connstr('postgres');
 
-#
 # --all --after 0: the kept history of every organization, then what comes.
-#
 publish($node, 'acme', 3);
 publish($node, 'globex', 2);
 # Polls at most every 0.8 x 600 s: what arrives sooner was notified.
@@ -29,26 +27,23 @@ my $w = start_watch($connstr, '--all', '--after', '0', '--poll-interval', 1000 *
 ok(wait_for(watch => $w, lines => 5), 'watch --all --after 0 prints the kept history of every organization');
 
 # Three publishers at once, one of them into an organization that did not
-# exist when watch started.
-my @pub;
-for my $org ('acme', 'globex', 'initech')
+# exist when watch started: 200 events in one statement each, then 100
+# commits of one event each, as publishers do.
+for my $batch (1, 0)
 {
-	push @pub, IPC::Run::start([ 'psql', '-X', '-q', '-d', $connstr, '-c',
-		"SELECT eventhub.publish_event('$org', 'API', 'UPDATE', 'x', NULL, jsonb_build_object('n', i))
-		   FROM generate_series(1, 200) i" ], '>', \my $o, '2>', \my $e);
+	my @pub;
+	for my $org ('acme', 'globex', 'initech')
+	{
+		my $sql = $batch
+		  ? "SELECT eventhub.publish_event('$org', 'API', 'UPDATE', 'x', NULL, jsonb_build_object('n', i)) FROM generate_series(1, 200) i;\n"
+		  : join('', map { publish_sql($org, entity => "y$_") } 1 .. 100);
+		push @pub, IPC::Run::start([ 'psql', '-X', '-q', '-d', $connstr ], '<', \$sql, '>', \my $o, '2>', \my $e);
+	}
+	$_->finish for @pub;
 }
-# One transaction per event, as publishers do: 200 commits each.
-$_->finish for @pub;
-for my $org ('acme', 'globex', 'initech')
-{
-	my $script = join('', map { "SELECT eventhub.publish_event('$org', 'API', 'UPDATE', 'y$_', NULL, '{}');\n" } 1 .. 100);
-	push @pub, IPC::Run::start([ 'psql', '-X', '-q', '-d', $connstr ], '<', \$script, '>', \my $o, '2>', \my $e);
-}
-$_->finish for @pub;
 my %head = map { split /\|/ } split /\n/,
   $node->safe_psql('postgres', 'SELECT organization_id, revision FROM eventhub.organization_states');
-my $total = 0;
-$total += $_ for values %head;
+my $total = sum(values %head);
 ok(wait_for(watch => $w, lines => $total), "all $total events arrive");
 
 my (%seen, %bad);
@@ -73,7 +68,6 @@ cmp_ok($took, '<', 0.8 * $poll_s,
 $w->{h}->signal('TERM');
 finish_cli($w);
 
-#
 # --all without --after: only what is published after it starts.
 #
 # Once it has read the heads, asked for the tokens of what it found and sent
@@ -81,16 +75,12 @@ finish_cli($w);
 my $offset = -s $node->logfile;
 $w = start_watch($connstr, '--all', '--count', '2');
 wait_for_listening($node, $offset);
-publish($node, 'acme', 1);
-publish($node, 'umbrella', 1);
+publish($node, $_, 1) for qw(acme umbrella);
 finish_cli($w);
 is(join(' ', map { "$_->{organization_id}:$_->{revision}" } watch_lines($w)),
-	'acme:' . ($head{acme} + 1) . ' umbrella:1',
-	'watch --all from the heads prints only new events');
+	'acme:' . ($head{acme} + 1) . ' umbrella:1', 'watch --all from the heads prints only new events');
 
-#
 # Memory: three 32 MB events.
-#
 my $size = 32 * 1024 * 1024;
 $node->safe_psql('postgres',
 	"SELECT eventhub.publish_event('big', 'API', 'CREATE', 'e' || i, NULL,
@@ -112,8 +102,7 @@ sub peak_kb
 	unlink $file;
 	return $hwm;
 }
-my $bounded = peak_kb();
-my $unbounded = peak_kb('--batch-bytes', '1073741824');
+my ($bounded, $unbounded) = (peak_kb(), peak_kb('--batch-bytes', '1073741824'));
 my $event_kb = $size / 1024;
 note(sprintf('peak RSS: %.0f MB with the default byte bound, %.0f MB with 1 GiB; one event is %.0f MB',
 		$bounded / 1024, $unbounded / 1024, $event_kb / 1024));

@@ -31,8 +31,8 @@ my $pg_lib = '/usr/lib/postgresql/15';
 my $pg_share = '/usr/share/postgresql/15';
 my $inst = "$PostgreSQL::Test::Utils::tmp_check/inst";
 make_path("$inst/usr/lib/postgresql", "$inst/usr/share/postgresql");
-system('cp', '-a', $pg_lib, "$inst/usr/lib/postgresql/") == 0 or die 'copying the server failed';
-system('cp', '-a', $pg_share, "$inst/usr/share/postgresql/") == 0 or die 'copying its share directory failed';
+system('cp', '-a', $pg_lib, "$inst/usr/lib/postgresql/") == 0
+  && system('cp', '-a', $pg_share, "$inst/usr/share/postgresql/") == 0 or die 'copying the server failed';
 my $libdir = "$inst$pg_lib/lib";
 my $extdir = "$inst$pg_share/extension";
 # This release: the version the installed build creates.
@@ -48,15 +48,13 @@ sub install_eventhub
 
 # eventhub 0.1.0, built from its source.
 my ($out, $err) = ('', '');
-IPC::Run::run([ 'make', '-s', '-C', $old_src, "PG_CONFIG=$pg_lib/bin/pg_config", 'eventhub.so',
-		'sql/eventhub--0.1.0.sql' ], '>', \$out, '2>', \$err)
-  or die "building eventhub 0.1.0 failed: $err";
+IPC::Run::run([ 'make', '-s', '-C', $old_src, "PG_CONFIG=$pg_lib/bin/pg_config", 'eventhub.so', 'sql/eventhub--0.1.0.sql' ],
+	'>', \$out, '2>', \$err) or die "building eventhub 0.1.0 failed: $err";
 install_eventhub("$old_src/eventhub.so", "$old_src/eventhub.control", "$old_src/sql/eventhub--0.1.0.sql");
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade', install_path => "$inst$pg_lib");
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'eventhub'\neventhub.database = 'postgres'\neventhub.maintenance_interval = '200ms'");
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eventhub'\neventhub.maintenance_interval = '200ms'");
 $node->start;
 my $connstr = $node->connstr('postgres');
 
@@ -95,8 +93,7 @@ my $heads_sql = "SELECT string_agg(organization || ' ' || revision || ' ' || ver
 	FROM eventhub.organization_states";
 my $events_sql = "SELECT count(*) || ' ' || md5(string_agg(organization_id || revision || version_id || event_data::text
 	|| correlation_id, ',' ORDER BY organization_id, revision)) FROM eventhub.events";
-my $heads = $node->safe_psql('postgres', $heads_sql);
-my $events = $node->safe_psql('postgres', $events_sql);
+my ($heads, $events) = map { $node->safe_psql('postgres', $_) } $heads_sql, $events_sql;
 my %cursor = map { my ($o, $r, $v) = split / /; ($o => [ $r, $v ]) } split /, /, $heads;
 
 # The new binaries, and a restart (the library is preloaded).
@@ -114,12 +111,10 @@ ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be
 	'the worker waits for the update, and says so');
 
 # Watchers of the new release, resuming from stored cursors, as the reader.
-my %watch;
-for my $org ('acme', 'globex')
-{
-	$watch{$org} = start_watch("$connstr user=reader", '--org', $org,
-		'--after', $cursor{$org}[0], '--after-version', $cursor{$org}[1], '--poll-interval', '200');
-}
+my %watch = map {
+	($_ => start_watch("$connstr user=reader", '--org', $_, '--after', $cursor{$_}[0], '--after-version', $cursor{$_}[1],
+			'--poll-interval', '200'))
+} qw(acme globex);
 # Both are connected before the update.
 wait_for(what => 'the watchers', node => $node,
 	sql => "SELECT count(*) = 2 FROM pg_stat_activity WHERE usename = 'reader' AND application_name <> 'eventhub probe'")
@@ -140,13 +135,11 @@ my %expect = (acme => [ 6, 7 ], globex => [4]);
 for my $org (sort keys %watch)
 {
 	my $w = $watch{$org};
-	my $n = scalar @{ $expect{$org} };
-	wait_for(what => "the $org watcher", watch => $w, lines => $n);
+	wait_for(what => "the $org watcher", watch => $w, lines => scalar @{ $expect{$org} });
 	eval { $w->{h}->signal('TERM') };
 	eval { $w->{h}->finish };
 	note("$org watcher's stderr: $w->{err}");
-	my @revisions = $w->{out} =~ /"revision": (\d+)/g;
-	is("@revisions", "@{ $expect{$org} }", "the $org watcher started before the update goes on from its cursor");
+	is(join(' ', $w->{out} =~ /"revision": (\d+)/g), "@{ $expect{$org} }", "the $org watcher started before the update goes on from its cursor");
 	unlike($w->{out}, qr/resync/, "without a resync ($org)");
 }
 
@@ -183,25 +176,19 @@ sub catalog
 	# --binary-upgrade dumps an extension's member objects; OIDs and
 	# transaction ids, which differ by nature, are left out.
 	IPC::Run::run([ "$inst$pg_lib/bin/pg_dump", '--schema-only', '--binary-upgrade', '-d', $node->connstr($db) ],
-		'>', \$dump, '2>', \$e)
-	  or die "pg_dump $db: $e";
+		'>', \$dump, '2>', \$e) or die "pg_dump $db: $e";
 	return join "\n", grep {
 		!/binary_upgrade_set_next|binary_upgrade_create_empty_extension|^-- Dumped|^SELECT pg_catalog\.set_config|^\\(un)?restrict|relfrozenxid|^WHERE oid = |^$/
 	} split /\n/, $dump;
 }
 my ($updated, $fresh) = (catalog('upd'), catalog('fresh'));
 cmp_ok(scalar(() = $fresh =~ /ALTER EXTENSION eventhub ADD/g), '>', 20, 'the dump lists the extension\'s objects');
-if ($updated eq $fresh)
-{
-	pass('a database updated from 0.1.0 and a fresh one have identical catalogs');
-}
+if ($updated eq $fresh) { pass('a database updated from 0.1.0 and a fresh one have identical catalogs'); }
 else
 {
-	my ($a, $b) = ("$PostgreSQL::Test::Utils::tmp_check/updated.sql", "$PostgreSQL::Test::Utils::tmp_check/fresh.sql");
-	PostgreSQL::Test::Utils::append_to_file($a, $updated);
-	PostgreSQL::Test::Utils::append_to_file($b, $fresh);
 	fail('a database updated from 0.1.0 and a fresh one have identical catalogs');
-	diag(`diff $a $b | head -40`);
+	append_to_file("$PostgreSQL::Test::Utils::tmp_check/$_->[0].sql", $_->[1]) for [ updated => $updated ], [ fresh => $fresh ];
+	diag(`cd $PostgreSQL::Test::Utils::tmp_check && diff updated.sql fresh.sql | head -40`);
 }
 
 # The roles' grants, re-applied inside the 0.1.0 -> 0.2.0 update script,
@@ -231,8 +218,7 @@ my $dumpfile = "$PostgreSQL::Test::Utils::tmp_check/postgres.dump";
 $node->command_ok([ "$inst$pg_lib/bin/pg_dump", '-Fc', '-f', $dumpfile, '-d', $connstr ], 'pg_dump of the updated database');
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 {
-	local $ENV{PGOPTIONS};
-	delete $ENV{PGOPTIONS};
+	delete local $ENV{PGOPTIONS};
 	$node->command_ok([ "$inst$pg_lib/bin/pg_restore", '-d', $node->connstr('restored'), $dumpfile ],
 		'a superuser\'s plain pg_restore succeeds');
 }

@@ -21,49 +21,27 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $driver = "$ENV{EVENTHUB_WORK}/client/test_layers";
-BAIL_OUT("no test_layers at $driver (set EVENTHUB_WORK to the built tree)")
-  unless defined $ENV{EVENTHUB_WORK} && -x $driver;
-
-my $node = PostgreSQL::Test::Cluster->new('layers');
-$node->init;
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eventhub');
-my $connstr = $node->connstr('postgres');
-
-# Backstop for every run: far above what each waits, it only turns a hung
-# driver into a failure instead of a hung test.
-my $backstop = 120;
+my $driver = "$libdir/test_layers";
+BAIL_OUT("no test_layers at $driver") unless -x $driver;
+my $node = eventhub_node('layers');
 
 # Runs the driver; returns its key=value line as a hash (empty on failure).
+# The backstop only turns a hung driver into a failure.
 sub drive
 {
-	my @args = @_;
 	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run([ $driver, $connstr, @args ], '<', \'', '>', \$out, '2>', \$err,
-		IPC::Run::timeout($backstop));
-	note("test_layers @args: $out$err");
-	return () unless $ok;
-	return map { split /=/, $_, 2 } split ' ', $out;
+	my $ok = IPC::Run::run([ $driver, $node->connstr('postgres'), @_ ], '<', \'', '>', \$out, '2>', \$err,
+		IPC::Run::timeout(120));
+	note("test_layers @_: $out$err");
+	return $ok ? (map { split /=/, $_, 2 } split ' ', $out) : ();
 }
 
-sub publish
-{
-	my ($org, $n) = @_;
-	$node->safe_psql('postgres',
-		"SELECT eventhub.publish_event('$org', 'API', 'CREATE', 'e' || i, NULL, jsonb_build_object('i', i))"
-		  . " FROM generate_series(1, $n) i");
-}
-
-#
 # 1. A callback that stops.
-#
-publish('stopper', 5);
+publish($node, 'stopper', 5);
 my %r = drive('stop', 'stopper', 5);
 is($r{delivered}, 5, 'stop: every event delivered');
 is($r{most_per_call}, 1, 'stop: one event per call, as the callback asked');
@@ -71,11 +49,8 @@ is($r{fetches}, 1, 'stop: the rest of the batch was not fetched again');
 cmp_ok($r{elapsed_ms} // 1e9, '<', 30000,
 	'stop: the rest came without waiting for a poll (' . ($r{elapsed_ms} // '?') . ' ms, the poll interval is 60000)');
 
-#
 # 2. A rotated notification key under eh_subscribe_all().
-#
-publish('rotating', 1);
-publish('bystander', 1);
+publish($node, $_, 1) for qw(rotating bystander);
 %r = drive('rotate', 'rotating', 10);
 is($r{published}, 10, 'rotate: every event published after the rotation arrived by notification');
 cmp_ok($r{notifications} // 0, '>=', 10, 'rotate: notifications kept arriving');
@@ -83,9 +58,7 @@ cmp_ok($r{polls_after_rotation} // 1e9, '<=', 3,
 	'rotate: the tokens were read again once, not a discovery per notification ('
 	  . ($r{polls_after_rotation} // '?') . ' for 10 events)');
 
-#
 # 3. The non-blocking publish.
-#
 %r = drive('publish', 'async');
 my $stored = $node->safe_psql('postgres',
 	"SELECT revision FROM eventhub.events WHERE organization_id = 'async' AND correlation_id = 'async-1'");

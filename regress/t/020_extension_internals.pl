@@ -1,6 +1,4 @@
-# 020_extension_internals.pl: what the extension's internals promise.
-#
-# Proves that
+# 020_extension_internals.pl: what the extension's internals promise:
 #   - DROP ROLE takes the role's organization grants and replicas with it,
 #     in its own transaction (a DROP that fails keeps them), and logs it;
 #   - grants and replicas of roles that are gone by other ways (dropped
@@ -14,25 +12,16 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
+use EventhubTest;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('internals');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-eventhub.maintenance_interval = '100ms'
-});
-$node->start;
+my $node = eventhub_node('internals', maintenance_interval => '100ms');
 $node->safe_psql('postgres', 'CREATE DATABASE other');
-for my $db ('postgres', 'other')
-{
-	$node->safe_psql($db, q{
-		CREATE EXTENSION eventhub;
-		GRANT USAGE ON SCHEMA eventhub TO PUBLIC;
-		GRANT EXECUTE ON FUNCTION eventhub.heartbeat(text, jsonb, jsonb, text) TO PUBLIC;
-	});
-}
+$node->safe_psql('other', 'CREATE EXTENSION eventhub');
+$node->safe_psql($_, q{
+	GRANT USAGE ON SCHEMA eventhub TO PUBLIC;
+	GRANT EXECUTE ON FUNCTION eventhub.heartbeat(text, jsonb, jsonb, text) TO PUBLIC;
+}) for qw(postgres other);
 $node->safe_psql('postgres', q{
 	CREATE ROLE regress_tenant_gone;
 	CREATE ROLE regress_tenant_kept;
@@ -46,8 +35,7 @@ $node->safe_psql('postgres', q{
 	SET ROLE regress_tenant_kept;
 	SELECT eventhub.heartbeat('replica-kept', '{"k-1": {"revision": 0}}');
 });
-my $gone_oid = $node->safe_psql('postgres',
-	"SELECT oid FROM pg_roles WHERE rolname = 'regress_tenant_gone'");
+my $gone_oid = $node->safe_psql('postgres', "SELECT oid FROM pg_roles WHERE rolname = 'regress_tenant_gone'");
 
 sub rows_of
 {
@@ -57,14 +45,10 @@ sub rows_of
 		  . " || '/' || (SELECT count(*) FROM eventhub.replicas WHERE owner::oid = $oid)");
 }
 
-#
 # DROP ROLE: the grants and the replica go with the role, at once.
-#
 is(rows_of('postgres', $gone_oid), '2/1', 'the role has two grants and a replica');
-
 # A DROP ROLE that fails (the role still holds a privilege) keeps them.
-$node->safe_psql('postgres',
-	'GRANT SELECT ON eventhub.organization_states TO regress_tenant_gone');
+$node->safe_psql('postgres', 'GRANT SELECT ON eventhub.organization_states TO regress_tenant_gone');
 my ($ret, $out, $err) = $node->psql('postgres', 'DROP ROLE regress_tenant_gone');
 like($err, qr/cannot be dropped because some objects depend on it/, 'a DROP ROLE that fails');
 is(rows_of('postgres', $gone_oid), '2/1', '... keeps the grants and the replica');
@@ -75,23 +59,18 @@ $node->safe_psql('postgres', q{
 	DROP ROLE regress_tenant_gone;
 });
 is(rows_of('postgres', $gone_oid), '0/0', 'DROP ROLE removed its grants and its replica');
-$node->wait_for_log(
-	qr/eventhub removed 2 organization grants and 1 replicas of dropped role $gone_oid/, $offset);
-pass('the removal is logged');
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(grantee::text || ':' || organization_id, ' ') FROM eventhub.organization_grants"),
+ok($node->wait_for_log(qr/eventhub removed 2 organization grants and 1 replicas of dropped role $gone_oid/, $offset),
+	'the removal is logged');
+is($node->safe_psql('postgres', "SELECT string_agg(grantee::text || ':' || organization_id, ' ') FROM eventhub.organization_grants"),
 	'regress_tenant_kept:k-1', 'the other role keeps its grant');
 is($node->safe_psql('postgres', 'SELECT string_agg(replica_id, \' \') FROM eventhub.replicas'),
 	'replica-kept', 'the other role keeps its replica');
 
-#
 # Rows left by roles that are gone by other ways (an OID no role has): the
 # worker removes them in postgres, run_maintenance() in a database the
 # worker does not serve.  A replica registered before 0.2.0 (owner 0) is
 # claimed by its next heartbeat, not removed.
-#
-my $no_role = $node->safe_psql('postgres',
-	"SELECT max(oid)::bigint + 100000 FROM pg_authid");
+my $no_role = $node->safe_psql('postgres', "SELECT max(oid)::bigint + 100000 FROM pg_authid");
 my $leftovers = qq{
 	SET eventhub.protect_tables = off;
 	INSERT INTO eventhub.organization_grants (grantee, organization_id, prefix, privilege, granted_by, granted_at)
@@ -103,56 +82,41 @@ my $leftovers = qq{
 	       ('replica-legacy', '{}', 0, now(), now());
 };
 $offset = -s $node->logfile;
-$node->safe_psql('other', $leftovers);
-$node->safe_psql('postgres', $leftovers);
-$node->poll_query_until('postgres',
-	"SELECT (SELECT count(*) FROM eventhub.organization_grants WHERE grantee::oid = $no_role)"
-	  . " + (SELECT count(*) FROM eventhub.replicas WHERE owner::oid = $no_role) = 0")
-  or die "the worker did not remove what the missing role left";
-pass('the worker removed the grants and the replica of a role that does not exist');
-$node->wait_for_log(qr/eventhub removed 2 organization grants of dropped role $no_role/, $offset);
-$node->wait_for_log(qr/eventhub removed replica "replica-orphan" of dropped role $no_role/, $offset);
-pass('the worker logged what it removed');
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(replica_id, ' ' ORDER BY replica_id) FROM eventhub.replicas"),
+$node->safe_psql($_, $leftovers) for qw(other postgres);
+ok(wait_for(what => 'the worker\'s removal', until => sub { rows_of('postgres', $no_role) eq '0/0' }),
+	'the worker removed the grants and the replica of a role that does not exist');
+ok( $node->wait_for_log(qr/eventhub removed 2 organization grants of dropped role $no_role/, $offset)
+	  && $node->wait_for_log(qr/eventhub removed replica "replica-orphan" of dropped role $no_role/, $offset),
+	'the worker logged what it removed');
+is($node->safe_psql('postgres', "SELECT string_agg(replica_id, ' ' ORDER BY replica_id) FROM eventhub.replicas"),
 	'replica-kept replica-legacy', 'a replica registered before 0.2.0 (owner 0) stays');
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(organization_id, ' ' ORDER BY organization_id) FROM eventhub.organization_grants"),
+is($node->safe_psql('postgres', "SELECT string_agg(organization_id, ' ' ORDER BY organization_id) FROM eventhub.organization_grants"),
 	'k-1 k-2', 'grants of existing roles stay');
 
 is(rows_of('other', $no_role), '2/1', 'in the other database, the rows wait for maintenance');
 $node->safe_psql('other', 'SELECT eventhub.run_maintenance()');
 is(rows_of('other', $no_role), '0/0', 'run_maintenance() removed them');
 
-#
 # A retention pass paused for a minute between batches of one event (of an
-# organization no replica follows, so nothing holds them): the
-# worker reloads between two steps, so a lower delay applies to the pass
-# under way (else the four pauses left would take four minutes, longer
-# than the wait below).
-#
-$node->append_conf('postgresql.conf', qq{
-eventhub.cleanup_batch_size = 1
-eventhub.cleanup_batch_delay = '1min'
-});
-$node->reload;
+# organization no replica follows, so nothing holds them): the worker
+# reloads between two steps, so a lower delay applies to the pass under way
+# (else the four pauses left would take four minutes, longer than the wait
+# below).
+reload_settings($node, "eventhub.cleanup_batch_size = 1\neventhub.cleanup_batch_delay = '1min'", worker => 0)
+  or die 'the reload did not take';
 $offset = -s $node->logfile;
+publish($node, 'z-1', 5);
 $node->safe_psql('postgres', q{
-	SELECT eventhub.publish_event('z-1', 'API', 'UPDATE', 'e-' || i, NULL, '{}')
-	  FROM generate_series(1, 5) i;
 	SET eventhub.protect_tables = off;
 	UPDATE eventhub.events SET processed_timestamp = now() - interval '2 hours';
 });
-$node->poll_query_until('postgres', 'SELECT count(*) BETWEEN 1 AND 4 FROM eventhub.events')
-  or die "the pass did not start";
-pass('the pass deleted its first batch and pauses');
-$node->append_conf('postgresql.conf', "eventhub.cleanup_batch_delay = 0\n");
-$node->reload;
-$node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM eventhub.events')
-  or die "the reload did not reach the pass under way";
-pass('the reload reached the pass under way');
-$node->wait_for_log(qr/eventhub retention deleted 5 expired events in 6 transactions/, $offset);
-pass('the pass is logged once, with all its batches');
+ok(wait_for(what => 'the first batch', node => $node, sql => 'SELECT count(*) BETWEEN 1 AND 4 FROM eventhub.events'),
+	'the pass deleted its first batch and pauses');
+reload_settings($node, 'eventhub.cleanup_batch_delay = 0', worker => 0) or die 'the reload did not take';
+ok(wait_for(what => 'the pass', node => $node, sql => 'SELECT count(*) = 0 FROM eventhub.events'),
+	'the reload reached the pass under way');
+ok($node->wait_for_log(qr/eventhub retention deleted 5 expired events in 6 transactions/, $offset),
+	'the pass is logged once, with all its batches');
 
 $node->stop;
 done_testing();

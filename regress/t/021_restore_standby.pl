@@ -11,65 +11,57 @@
 use strict;
 use warnings;
 
+use EventhubTest;
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->start;
+my $primary = eventhub_node('primary', init => { allows_streaming => 1 });
+publish($primary, 'acme', 3, tag => 'c');
 $primary->safe_psql('postgres', q{
-	CREATE EXTENSION eventhub;
 	CREATE ROLE reader;
 	SELECT eventhub.grant_organization('reader', 'acme', 'read');
-	SELECT count(eventhub.publish_event('acme', 'API', 'UPDATE', 'e', 'c' || i, '{}')) FROM generate_series(1, 3) i;
 	SELECT eventhub.register_organization('empty');
 });
 my $head_sql = "SELECT string_agg(organization_id || ' ' || revision || ' ' || version_id, ', ' ORDER BY 1)
 	FROM eventhub.organization_states";
 my $events_sql = "SELECT count(*) || ' ' || md5(string_agg(organization_id || revision || version_id || correlation_id,
 	',' ORDER BY organization_id, revision)) FROM eventhub.events";
-my ($heads, $events) = ($primary->safe_psql('postgres', $head_sql), $primary->safe_psql('postgres', $events_sql));
+my ($heads, $events) = map { $primary->safe_psql('postgres', $_) } $head_sql, $events_sql;
 my $cursor = $primary->safe_psql('postgres', "SELECT version_id FROM eventhub.events WHERE organization_id = 'acme' AND revision = 3");
 
 # 1. Dump, and restore into a new database as the superuser, plainly.
 my $dump = "$PostgreSQL::Test::Utils::tmp_check/postgres.dump";
 $primary->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $primary->connstr('postgres') ], 'pg_dump');
 $primary->safe_psql('postgres', 'CREATE DATABASE restored');
-my ($out, $err) = ('', '');
-my $ok = IPC::Run::run([ 'pg_restore', '-d', $primary->connstr('restored'), $dump ], '>', \$out, '2>', \$err);
-ok($ok, 'a plain pg_restore by a superuser succeeds') or diag($err);
+my ($rc, $stdout, $stderr);
+ok(IPC::Run::run([ 'pg_restore', '-d', $primary->connstr('restored'), $dump ], '>', \$stdout, '2>', \$stderr),
+	'a plain pg_restore by a superuser succeeds') or diag($stderr);
 is($primary->safe_psql('restored', $head_sql), $heads, 'every head is restored, revision and version');
 is($primary->safe_psql('restored', $events_sql), $events, 'every event is restored');
 is($primary->safe_psql('restored', "SELECT grantee || ' ' || organization_id || ' ' || privilege FROM eventhub.organization_grants"),
 	'reader acme read', 'the grants are restored');
 is($primary->safe_psql('restored', "SELECT string_agg(revision::text, ',') FROM eventhub.events_since('acme', 3, 10, '$cursor')"),
 	'', 'a consumer at its stored cursor finds its history');
-is($primary->safe_psql('restored', "SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'e', 'c4', '{}')"),
-	'4', 'publishing goes on from the restored head');
-my ($rc, $stdout, $stderr) = $primary->psql('restored',
+is(publish($primary, 'acme', 1, db => 'restored'), '4', 'publishing goes on from the restored head');
+($rc, $stdout, $stderr) = $primary->psql('restored',
 	"INSERT INTO eventhub.events SELECT organization_id, 9, version_id, processed_timestamp, originated_timestamp,
 	        event_type, action, entity_id, 'c9', event_data FROM eventhub.events WHERE revision = 1");
 like($stderr, qr/cannot insert into table eventhub\.events directly/,
 	'outside the restore, the superuser\'s direct write is still refused');
 
 # 2. A hot standby.
-$primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
+my $standby = eventhub_standby($primary, 'standby');
 $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', "SELECT count(*) FROM eventhub.events_since('acme', 0, 10, NULL)"),
 	'3', 'the standby serves events_since');
 
-($rc, $stdout, $stderr) = $standby->psql('postgres', "LISTEN eventhub; SELECT 'still usable'",
-	on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+my @verbose = (on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+($rc, $stdout, $stderr) = $standby->psql('postgres', "LISTEN eventhub; SELECT 'still usable'", @verbose);
 like($stderr, qr/ERROR:  25006: cannot execute LISTEN during recovery/, 'LISTEN on a standby fails with 25006');
 is($stdout, 'still usable', 'and the session goes on');
 
-($rc, $stdout, $stderr) = $standby->psql('postgres', q{SELECT eventhub.heartbeat('r1', '{"acme": {"revision": "3"}}')},
-	on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+($rc, $stdout, $stderr) = $standby->psql('postgres', q{SELECT eventhub.heartbeat('r1', '{"acme": {"revision": "3"}}')}, @verbose);
 like($stderr, qr/ERROR:  25006: cannot send a heartbeat to a hot standby/, 'a heartbeat on a standby is refused with 25006');
 like($stderr, qr/HINT:  Send heartbeats to the primary/, 'with what to do');
 unlike($stderr, qr/INSERT|CONTEXT/, 'and not from inside eventhub\'s own INSERT');
