@@ -4,12 +4,13 @@
  *   eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY_FILE]
  *                [-L LATENCY_FILE] [-t DRAIN_S]
  *       Starts CLIENTS threads, each with its own eh_client (own connection)
- *       following ORG from its head.  When every client has seen the head it
- *       creates READY_FILE, then reads the target head revision from stdin
- *       (one line); each client runs until its cursor reaches it (or DRAIN_S
- *       seconds after the target arrived).  Latency of an event = callback
- *       time (CLOCK_REALTIME) - processed_timestamp.  LATENCY_FILE gets every
- *       latency in ms, one a line.
+ *       following ORG from its head.  When every client has seen the head
+ *       (and, with -l 1, listens) it creates READY_FILE, then reads the
+ *       target head revision from stdin (one line); each client runs until
+ *       its cursor reaches it (or DRAIN_S seconds after the target
+ *       arrived).  Latency of an event = callback time (CLOCK_REALTIME) -
+ *       processed_timestamp.  LATENCY_FILE gets every latency in ms, one a
+ *       line.
  *
  *   eh_bench catchup -o ORG -e EXPECT
  *       One client following ORG from revision 0 until its cursor is EXPECT:
@@ -199,7 +200,8 @@ sub_main(void *arg)
 
 	if (eh_connect(c) != EH_OK)
 		fprintf(stderr, "eh_bench: connect: %s (retrying)\n", eh_error_message(c));
-	while (eh_cursor(c, sub_org) < 0)
+	/* Ready: at the head, and listening unless told not to. */
+	while (eh_cursor(c, sub_org) < 0 || (sub_listen && !eh_is_listening(c)))
 	{
 		if (now_s(CLOCK_MONOTONIC) > deadline || atomic_load(&sub_target) == -2)
 		{

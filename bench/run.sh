@@ -133,14 +133,48 @@ calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
 ge() { awk "BEGIN { exit !($1 >= $2) }"; }
 # median V...: the median of the values (the lower middle one of an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-wait_file() { # wait_file FILE PID: until FILE exists, or fail if PID died
-	local i
-	for ((i = 0; i < 1200; i++)); do
-		[ -f "$1" ] && return 0
-		kill -0 "$2" 2>/dev/null || return 1
+# Every wait below is on a condition; its bound only stops a run that hangs,
+# so it is generous (minutes) and never what a measurement depends on.
+WAIT_LIMIT=${BENCH_WAIT_LIMIT:-600}
+# wait_until WHAT CMD...: runs CMD until it succeeds; fails the run after
+# WAIT_LIMIT seconds, naming WHAT.
+wait_until() {
+	local what=$1 end=$((SECONDS + WAIT_LIMIT))
+	shift
+	until "$@"; do
+		[ $SECONDS -lt $end ] || fail "waited $WAIT_LIMIT s for $what"
 		sleep 0.05
 	done
-	return 1
+}
+wait_file() { # wait_file FILE PID: until FILE exists; 1 if PID died first
+	local end=$((SECONDS + WAIT_LIMIT))
+	until [ -f "$1" ]; do
+		kill -0 "$2" 2>/dev/null || return 1
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.05
+	done
+}
+# reload_conf SQL...: runs the ALTER SYSTEM statements SQL, reloads, and
+# waits until the reload is in force: until a new session's
+# pg_conf_load_time() is past the request.  The postmaster signals every
+# process (the worker too) in the same step as it rereads the files, and
+# each rereads them itself, so from then on no session that starts and no
+# worker cycle that begins runs with the old values.
+reload_conf() {
+	local args=() sql asked
+	for sql in "$@"; do args+=(-c "$sql"); done
+	asked=$(q -c "SELECT clock_timestamp()" "${args[@]}" -c "SELECT pg_reload_conf()" | sed -n 1p)
+	wait_until "the reload asked at $asked to be in force" conf_loaded_since "$asked"
+}
+conf_loaded_since() { [ "$(q -c "SELECT pg_conf_load_time() >= '$1'::timestamptz")" = t ]; }
+# sessions_idle: whether no client session but this one is running a statement.
+sessions_idle() {
+	[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
+		AND state <> 'idle' AND pid <> pg_backend_pid()")" = 0 ]
+}
+# pgbench_connected N: whether N pgbench sessions are connected.
+pgbench_connected() {
+	[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'")" -ge "$1" ]
 }
 pgjobs() { [ "$1" -lt 2 ] && echo 1 || echo 2; }
 plural() { [ "$1" = 1 ] && echo "$2" || echo "${2}s"; }
@@ -242,9 +276,9 @@ for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 	read -r c v fsync <<<"$point"
 	scripts=("bare_$v.sql" "publish_$v.sql" pgq.sql)
 	[ "$v" = own ] && [ "$fsync" = off ] && scripts+=(floor_own.sql)
-	[ "$fsync" = on ] && q -c "ALTER SYSTEM SET fsync = on" -c "SELECT pg_reload_conf()" >/dev/null
+	[ "$fsync" = on ] && reload_conf "ALTER SYSTEM SET fsync = on"
 	tps_rounds "${c}_${v}_fsync_$fsync" "$c" "${scripts[@]}"
-	[ "$fsync" = on ] && q -c "ALTER SYSTEM RESET fsync" -c "SELECT pg_reload_conf()" >/dev/null
+	[ "$fsync" = on ] && reload_conf "ALTER SYSTEM RESET fsync"
 	label="$c $(plural "$c" client), $([ $v = own ] && echo "organization per client" || echo "one organization")"
 	[ "$fsync" = on ] && label+=", fsync on"
 	bare=${TPS[bare_$v.sql]} pub=${TPS[publish_$v.sql]} pgq=${TPS[pgq.sql]}
@@ -280,7 +314,8 @@ sub_run() {
 	bgpids+=("$pid")
 	exec 3>"$work/ctl"
 	wait_file "$work/ready" "$pid" || fail "subscribers of $name did not get ready: $(cat "$out/sub_$name.err")"
-	sleep 0.5   # connected and idle before the first publish
+	# At the head (and listening), and done with the queries that got them there.
+	wait_until "the subscribers of $name to be idle" sessions_idle
 	pgb "$@" >"$out/pub_$name.log" 2>&1 || fail "pgbench failed: $(tail -5 "$out/pub_$name.log")"
 	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'")
 	echo "$head" >&3
@@ -411,29 +446,32 @@ chunks() {
 # while publishers publish at a steady rate; publish p99 during the cleanup
 # against p99 just before it.
 retention_point() {
-	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid i
+	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid
 	say "6/7 retention of $RETENTION expired events ($label), publish p99 with and without it"
-	q -c "ALTER SYSTEM SET eventhub.retention = '30d'" -c "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
-		-c "ALTER SYSTEM SET eventhub.cleanup_batch_delay = $delay" -c "SELECT pg_reload_conf()" >/dev/null
+	# In force before the backlog goes in: the worker's cycle at this reload
+	# keeps it (the previous point left retention at 1h).
+	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
+		"ALTER SYSTEM SET eventhub.cleanup_batch_delay = $delay"
 	load_backlog "retention-$name" "$RETENTION" '1 day'
 	q -c "VACUUM ANALYZE eventhub.events" -c CHECKPOINT >/dev/null
 	mkdir -p "$logdir"
 	chunks "$logdir/base" /nonexistent "$RET_BASE_CHUNKS" || fail "pgbench failed"
 	rm -f "$work/ret_done"
-	chunks "$logdir/clean" "$work/ret_done" 200 &
+	chunks "$logdir/clean" "$work/ret_done" $((WAIT_LIMIT / CHUNK_T)) &
 	cpid=$!
 	bgpids+=("$cpid")
-	sleep 1
+	# The publishers are connected before the cleanup starts.
+	wait_until "the publishers of the retention point to connect" pgbench_connected "$RET_CLIENTS"
 	skip=$(grep -c 'eventhub retention deleted' "$work/cluster/server.log" || true)
 	t_reload=$(q -c "ALTER SYSTEM SET eventhub.retention = '1h'" -c "SELECT pg_reload_conf()" \
 		-c "SELECT extract(epoch FROM clock_timestamp())" | tail -1)
+	# Until the worker logs the pass (the publishers running all along).
 	line=
-	for ((i = 0; i < 3000; i++)); do
+	retention_logged() {
 		line=$(grep 'eventhub retention deleted' "$work/cluster/server.log" | tail -n +$((skip + 1)) | head -1 || true)
-		[ -n "$line" ] && break
-		kill -0 "$cpid" 2>/dev/null || break
-		sleep 0.1
-	done
+		[ -n "$line" ] || ! kill -0 "$cpid" 2>/dev/null
+	}
+	wait_until "the worker to log the retention pass" retention_logged
 	touch "$work/ret_done"
 	wait "$cpid" || fail "pgbench failed during retention: $(tail -3 "$logdir"/clean_*.out)"
 	[ -n "$line" ] || fail "no 'eventhub retention deleted' line in the server log"
@@ -457,8 +495,7 @@ retention_point() {
 }
 retention_point default "defaults (batch 10000, the worker paces itself)" 10000 -1
 retention_point gentle "batch 2000, delay 50ms" 2000 50
-q -c "ALTER SYSTEM RESET eventhub.cleanup_batch_size" -c "ALTER SYSTEM RESET eventhub.cleanup_batch_delay" \
-	-c "SELECT pg_reload_conf()" >/dev/null
+reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"
 
 # ----------------------------------------------------- 7. poll fallback
 say "7/7 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"

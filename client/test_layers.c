@@ -21,48 +21,20 @@
  * on stderr and exits 1.
  */
 #define _GNU_SOURCE
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
 #include <libpq-fe.h>
 
-#include "eventhub.h"
+#include "test_common.h"
 
-static double
-now_ms(void)
-{
-	struct timespec ts;
+static const int STOP = 1;
+static const int GO_ON = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
+/* An event callback that returns *arg: STOP after every event, or GO_ON. */
 static int
-fail(eh_client *c, const char *what)
-{
-	fprintf(stderr, "%s: %s\n", what, c ? eh_error_message(c) : "out of memory");
-	return 1;
-}
-
-static int
-stop_each(eh_client *client, const eh_event *ev, void *arg)
+reply(eh_client *client, const eh_event *ev, void *arg)
 {
 	(void) client;
 	(void) ev;
-	(void) arg;
-	return 1;
-}
-
-static int
-go_on(eh_client *client, const eh_event *ev, void *arg)
-{
-	(void) client;
-	(void) ev;
-	(void) arg;
-	return 0;
+	return *(const int *) arg;
 }
 
 /* A callback that stops: the rest of the batch comes at the next call, no refetch, no poll. */
@@ -74,7 +46,7 @@ run_stop(eh_client *c, const char *org, int count)
 	int			most = 0;
 	double		t0 = now_ms();
 
-	if (eh_set_event_callback(c, stop_each, NULL) != EH_OK || eh_subscribe(c, org, 0) != EH_OK)
+	if (eh_set_event_callback(c, reply, (void *) &STOP) != EH_OK || eh_subscribe(c, org, 0) != EH_OK)
 		return fail(c, "setup");
 	while (delivered < count)
 	{
@@ -127,7 +99,7 @@ run_rotate(eh_client *c, const char *conninfo, const char *org, int count)
 	PGconn	   *admin;
 	PGresult   *res;
 
-	if (eh_set_event_callback(c, go_on, NULL) != EH_OK || eh_subscribe_all(c, 0) != EH_OK)
+	if (eh_set_event_callback(c, reply, (void *) &GO_ON) != EH_OK || eh_subscribe_all(c, 0) != EH_OK)
 		return fail(c, "setup");
 	while (!(eh_cursor(c, org) >= 1 && eh_is_listening(c)))
 	{

@@ -15,23 +15,9 @@
  * reconnects (ms and counts).
  */
 #define _GNU_SOURCE
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "eventhub.h"
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
+#include "test_common.h"
 
 static int
 on_event(eh_client *client, const eh_event *ev, void *arg)
@@ -66,10 +52,7 @@ main(int argc, char **argv)
 		eh_subscribe(c, argv[3], EH_FROM_HEAD) != EH_OK ||
 		(argc == 5 && (eh_set_replica(c, argv[4], NULL, NULL) != EH_OK ||
 					   eh_set_heartbeat_interval(c, 200) != EH_OK)))
-	{
-		fprintf(stderr, "setup failed: %s\n", c ? eh_error_message(c) : "out of memory");
-		return 1;
-	}
+		return fail(c, "setup failed");
 	end = now_ms() + atof(argv[2]) * 1000;
 	while (!stop && now_ms() < end)
 	{

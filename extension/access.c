@@ -476,6 +476,25 @@ revoke_organization(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Runs one of the statements below that remove what dropped roles left
+ * behind, as the owner, with role as $1 when it is valid, and fails unless
+ * SPI returned expected; what names the rows in the error.
+ */
+static void
+RemoveAsOwner(EventhubPlan *plan, const char *sql, Oid role, int expected, const char *what)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(role)};
+	int			ret;
+
+	ret = EventhubExecuteAsOwner(plan, sql, OidIsValid(role) ? 1 : 0,
+								 argtypes, values, NULL, 0);
+	if (ret != expected)
+		elog(ERROR, "eventhub: removing the %s failed: %s",
+			 what, SPI_result_code_string(ret));
+}
+
+/*
  * Removes what roles dropped since the last cycle left behind: their
  * grants, and the replicas they registered (with their progress).  Grants
  * and replica owners are regrole columns, which PostgreSQL records no
@@ -489,19 +508,15 @@ EventhubRemoveDroppedRoles(void)
 	static EventhubPlan grants_plan;
 	static EventhubPlan replicas_plan;
 	int64		removed = 0;
-	int			ret;
 
-	ret = EventhubExecuteAsOwner(&grants_plan,
-								 "WITH gone AS ("
-								 " DELETE FROM eventhub.organization_grants g"
-								 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
-								 "  WHERE a.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid)"
-								 " RETURNING g.grantee::pg_catalog.oid AS role)"
-								 " SELECT role, pg_catalog.count(*) FROM gone GROUP BY role ORDER BY role",
-								 0, NULL, NULL, NULL, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "eventhub: removing the grants of dropped roles failed: %s",
-			 SPI_result_code_string(ret));
+	RemoveAsOwner(&grants_plan,
+				  "WITH gone AS ("
+				  " DELETE FROM eventhub.organization_grants g"
+				  " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
+				  "  WHERE a.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid)"
+				  " RETURNING g.grantee::pg_catalog.oid AS role)"
+				  " SELECT role, pg_catalog.count(*) FROM gone GROUP BY role ORDER BY role",
+				  InvalidOid, SPI_OK_SELECT, "grants of dropped roles");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
@@ -517,16 +532,13 @@ EventhubRemoveDroppedRoles(void)
 	}
 
 	/* Owner 0: registered before 0.2.0, claimed by its next heartbeat. */
-	ret = EventhubExecuteAsOwner(&replicas_plan,
-								 "DELETE FROM eventhub.replicas r"
-								 " WHERE r.owner::pg_catalog.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid"
-								 " AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
-								 "  WHERE a.oid OPERATOR(pg_catalog.=) r.owner::pg_catalog.oid)"
-								 " RETURNING r.replica_id, r.owner::pg_catalog.oid",
-								 0, NULL, NULL, NULL, 0);
-	if (ret != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "eventhub: removing the replicas of dropped roles failed: %s",
-			 SPI_result_code_string(ret));
+	RemoveAsOwner(&replicas_plan,
+				  "DELETE FROM eventhub.replicas r"
+				  " WHERE r.owner::pg_catalog.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid"
+				  " AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
+				  "  WHERE a.oid OPERATOR(pg_catalog.=) r.owner::pg_catalog.oid)"
+				  " RETURNING r.replica_id, r.owner::pg_catalog.oid",
+				  InvalidOid, SPI_OK_DELETE_RETURNING, "replicas of dropped roles");
 	for (uint64 i = 0; i < SPI_processed; i++)
 		ereport(LOG,
 				(errmsg("eventhub removed replica \"%s\" of dropped role %s",
@@ -550,10 +562,7 @@ EventhubRoleDropped(Oid role)
 {
 	static EventhubPlan grants_plan;
 	static EventhubPlan replicas_plan;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(role)};
 	uint64		grants_removed;
-	int			ret;
 
 	/* Not installed here, or not at this library's version: maintenance. */
 	if (EventhubRunningOwnScript() || !EventhubSchemaIsCurrent() ||
@@ -562,21 +571,15 @@ EventhubRoleDropped(Oid role)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(&grants_plan,
-								 "DELETE FROM eventhub.organization_grants"
-								 " WHERE grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
-								 1, argtypes, values, NULL, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "eventhub: removing the grants of a dropped role failed: %s",
-			 SPI_result_code_string(ret));
+	RemoveAsOwner(&grants_plan,
+				  "DELETE FROM eventhub.organization_grants"
+				  " WHERE grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+				  role, SPI_OK_DELETE, "grants of a dropped role");
 	grants_removed = SPI_processed;
-	ret = EventhubExecuteAsOwner(&replicas_plan,
-								 "DELETE FROM eventhub.replicas"
-								 " WHERE owner::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
-								 1, argtypes, values, NULL, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "eventhub: removing the replicas of a dropped role failed: %s",
-			 SPI_result_code_string(ret));
+	RemoveAsOwner(&replicas_plan,
+				  "DELETE FROM eventhub.replicas"
+				  " WHERE owner::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+				  role, SPI_OK_DELETE, "replicas of a dropped role");
 	if (grants_removed > 0 || SPI_processed > 0)
 		ereport(LOG,
 				(errmsg("eventhub removed " UINT64_FORMAT " organization grants and " UINT64_FORMAT " replicas of dropped role %u",

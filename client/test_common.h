@@ -1,0 +1,36 @@
+/*
+ * test_common.h: what the client's test programs that drive a server
+ * (test_layers.c, test_nonblock.c) share: a monotonic clock in
+ * milliseconds and the way they report a failed call.  Header only, so
+ * that the programs link as before and no object joins the library's.
+ */
+#ifndef EVENTHUB_TEST_COMMON_H
+#define EVENTHUB_TEST_COMMON_H
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eventhub.h"
+
+/* Milliseconds on the monotonic clock. */
+static inline double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+/* Says on stderr that what failed and why (c's last error); returns 1. */
+static inline int
+fail(eh_client *c, const char *what)
+{
+	fprintf(stderr, "%s: %s\n", what, c ? eh_error_message(c) : "out of memory");
+	return 1;
+}
+
+#endif
