@@ -21,7 +21,7 @@ our @EXPORT = qw(
   $work $cli $libdir $examples
   eventhub_node eventhub_node_quiet eventhub_standby
   sql_literal publish publish_sql
-  run_cli start_cli start_watch watch_lines finish_cli
+  run_cli start_process start_cli start_watch watch_lines finish_cli
   start_listener heard notifications_in wait_for_listening
   wait_for
   worker_pid wait_for_worker run_maintenance wait_for_maintenance reload_settings
@@ -160,20 +160,27 @@ sub run_cli
 	return ($? >> 8, $out, $err);
 }
 
-# start_cli(ARGS..., {opts}?): the CLI in the background, as { h => harness,
-# out, err, in (fed to stdin) }.  Options: prefix => [command it runs under],
-# appname => 1 (keep PGAPPNAME, removed by default so the library's name
-# "eventhub" shows).  Killed after twice timeout_default.
-sub start_cli
+# start_process([COMMAND...], {opts}?): COMMAND in the background, as { h =>
+# harness, out, err, in (fed to stdin) }, killed after twice timeout_default.
+# Options: prefix => [command it runs under], appname => 1 (keep PGAPPNAME,
+# removed by default so that the library's name "eventhub" shows).
+sub start_process
 {
-	my $opt = ref $_[-1] eq 'HASH' ? pop : {};
+	my ($cmd, $opt) = (@_, {});
 	my $c = { out => '', err => '', in => '' };
 	local %ENV = %ENV;
 	delete $ENV{PGAPPNAME} unless $opt->{appname};
-	$c->{h} = IPC::Run::start([ @{ $opt->{prefix} // [] }, $cli, @_ ],
+	$c->{h} = IPC::Run::start([ @{ $opt->{prefix} // [] }, @$cmd ],
 		'<', \$c->{in}, '>', \$c->{out}, '2>', \$c->{err},
 		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	return $c;
+}
+
+# start_cli(ARGS..., {opts}?): start_process of the CLI.
+sub start_cli
+{
+	my $opt = ref $_[-1] eq 'HASH' ? pop : {};
+	return start_process([ $cli, @_ ], $opt);
 }
 
 # start_watch(CONNSTR, ARGS..., {opts}?): start_cli of "-d CONNSTR watch ARGS".
@@ -190,7 +197,7 @@ sub watch_lines
 	return map { $json->decode($_) } $c->{out} =~ /^(\{.*)\n/mg;
 }
 
-# finish_cli(HANDLE): closes its stdin, waits for its exit; returns its status.
+# finish_cli(HANDLE of start_process): closes stdin, waits; returns its status.
 sub finish_cli
 {
 	my ($c) = @_;
