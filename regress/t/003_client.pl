@@ -1,27 +1,19 @@
-# 003_client.pl: the client library, through the CLI's watch loop.
-#
-# Runs `eventhub watch` (client/eventhub, built on libeventhub) against a
-# real server and proves that what it prints is, per organization, exactly
-# the committed sequence of eventhub.events: revisions after its cursor,
-# contiguous, in order, each with the correlation id, entity and version of
-# its row, nothing lost, nothing repeated:
-#   1. woken by notifications only (a poll interval far beyond the test),
-#      with a rolled-back publish that must not appear;
+# 003_client.pl: the client library, through the CLI's watch loop.  What
+# `eventhub watch` prints is, per organization, exactly the committed sequence
+# of eventhub.events after its cursor (contiguous, in order, each with the
+# correlation id, entity and version of its row, none lost, none repeated):
+#   1. woken by notifications only, with a rolled-back publish in the stream;
 #   2. with LISTEN disabled, by polling only;
 #   3. while its backend is killed twice in the middle of a stream;
 #   4. while the server restarts in the middle of a stream;
 #   5. for 40 organizations on one connection, events interleaved;
-#   6. with resyncs: history removed by a cleanup, a cursor ahead of the
-#      head, and a history rewritten under an idle watcher;
+#   6. with resyncs: history removed, a cursor ahead of the head, a history
+#      rewritten under an idle watcher;
 #   7. under valgrind, through a stream, a killed backend and a resync;
-#   8. a notification that arrives during one of its own queries, and a
-#      rewritten history longer than what it has seen.
-#
+#   8. a notification during one of its own queries, and a rewritten history
+#      longer than what it has seen.
 # Streams are fed to a psql process while the test kills, restarts and
-# checks, so publishes and failures genuinely overlap; what happens after
-# each kill is fed only after the kill, so it cannot have finished before.
-# Every wait is bounded: watchers run with --timeout, waits on the server
-# with wait_for, and every child process has an IPC::Run timeout.
+# checks; what follows a kill is fed only after it.  Every wait is bounded.
 
 use strict;
 use warnings;
@@ -37,38 +29,28 @@ my $node = eventhub_node('client');
 my $connstr = $node->connstr('postgres');
 
 # The watcher's backend: the library names its connection "eventhub".
-my $watcher_backend =
-  "application_name = 'eventhub' AND backend_type = 'client backend'";
+my $watcher_backend = "application_name = 'eventhub' AND backend_type = 'client backend'";
 
-#
-# Helpers
-#
+sub query { return $node->safe_psql('postgres', $_[0]) }
 
 # The --org arguments of watch for ORGS.
-sub orgs
-{
-	return map { ('--org', $_) } @_;
-}
+sub orgs { return map { ('--org', $_) } @_ }
 
-# The pid of the (one) watcher backend, waiting until it is connected;
-# with EXCLUDE, one other than that pid (a reconnected one).
+# Cursors at 0 for ORGS.
+sub from_zero { return { map { ($_ => 0) } @_ } }
+
+# The pid of the (one) watcher backend, once connected; with EXCLUDE, one
+# other than that pid (a reconnected one).
 sub watcher_pid
 {
 	my ($exclude) = @_;
 	my $cond = $watcher_backend . (defined $exclude ? " AND pid <> $exclude" : '');
-	wait_for(what => 'the watcher backend', node => $node,
-		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond")
-	  or die "no watcher backend appeared";
-	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $cond");
+	wait_or_die('no watcher backend appeared', "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond");
+	return query("SELECT pid FROM pg_stat_activity WHERE $cond");
 }
 
-sub terminate
-{
-	my ($pid) = @_;
-	return $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-}
+sub terminate { return query("SELECT pg_terminate_backend($_[0])") }
 
-# Waits until SQL returns t, or dies saying WHAT.
 sub wait_or_die
 {
 	my ($what, $sql) = @_;
@@ -78,15 +60,8 @@ sub wait_or_die
 # A psql process reading SQL from a pipe: publishes are fed while it runs.
 sub start_publisher
 {
-	my $p = { in => '', out => '', err => '' };
-	$p->{h} = IPC::Run::start(
-		[
-			$node->installed_command('psql'), '-X', '-q', '-A', '-t',
-			'-v', 'ON_ERROR_STOP=1', '-d', $connstr
-		],
-		'<', \$p->{in}, '>', \$p->{out}, '2>', \$p->{err},
-		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
-	return $p;
+	return start_process([ $node->installed_command('psql'), '-X', '-q', '-A', '-t',
+		'-v', 'ON_ERROR_STOP=1', '-d', $connstr ], { appname => 1 });
 }
 
 sub feed
@@ -96,97 +71,79 @@ sub feed
 	$p->{h}->pump while length $p->{in} && $p->{h}->pumpable;
 }
 
-# Ends the publisher's input and waits for it; returns its exit status.
 sub finish_publisher
 {
-	my ($p) = @_;
-	feed($p, "\\q\n");
-	$p->{h}->finish;
-	return $p->{h}->result(0);
+	feed($_[0], "\\q\n");
+	return finish_cli($_[0]);
 }
 
-# One publish; correlation ids are unique across the whole test.
+# One publish of ORG; correlation ids are unique across the whole test.
 my $seq = 0;
-
-# The version id an organization had at revision REV, from its event or,
-# where that is removed, from its head.
-sub version_at
-{
-	my ($org, $rev) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT COALESCE((SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $rev),"
-		  . " (SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org' AND revision = $rev))");
-}
 
 sub next_sql
 {
-	my ($org) = @_;
 	$seq++;
-	return publish_sql($org, entity => "entity-$seq", corr => "corr-$seq", data => qq({"n": $seq}));
+	return publish_sql($_[0], entity => "entity-$seq", corr => "corr-$seq", data => qq({"n": $seq}));
 }
 
-# COUNT publishes round-robin over ORGS, each its own transaction, with a
-# pause of PACE seconds between them (pacing only makes the stream last;
-# no result depends on it).
+sub publish_n { query(join('', map { next_sql($_[0]) } 1 .. $_[1])) }
+
+# COUNT publishes round-robin over ORGS, each its own transaction, PACE
+# seconds apart (the pace only makes the stream last; no result depends on it).
 sub stream_sql
 {
 	my ($orgs, $count, $pace) = @_;
-	my $sql = '';
-	for my $i (0 .. $count - 1)
-	{
-		$sql .= next_sql($orgs->[ $i % @$orgs ]);
-		$sql .= "SELECT pg_sleep($pace);\n" if $pace;
-	}
-	return $sql;
+	return join '', map { next_sql($orgs->[ $_ % @$orgs ]) . "SELECT pg_sleep($pace);\n" } 0 .. $count - 1;
+}
+
+# Replaces ORG's history by N new events (the guard off for the transaction).
+sub rewrite_history
+{
+	my ($org, $n) = @_;
+	query("BEGIN;\nSET LOCAL eventhub.protect_tables = off;\n"
+		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
+		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
+		  . join('', map { next_sql($org) } 1 .. $n) . "COMMIT;\n");
 }
 
 sub committed_count
 {
-	my ($orgs) = @_;
-	my $list = join ',', map { "'$_'" } @$orgs;
-	return $node->safe_psql('postgres',
-		"SELECT count(*) FROM eventhub.events WHERE organization_id IN ($list)");
+	my $list = join ',', map { "'$_'" } @{ $_[0] };
+	return query("SELECT count(*) FROM eventhub.events WHERE organization_id IN ($list)");
 }
 
-# The committed events of ORG after revision AFTER, as
-# "revision correlation_id entity_id version_id" strings.
-sub committed_events
+# The resync line expected for ORG, REASON, at head HEAD (the version an
+# organization had there, from its event or, where that is removed, its head).
+sub resync_line
 {
-	my ($org, $after) = @_;
-	my $rows = $node->safe_psql('postgres',
-		"SELECT revision || ' ' || correlation_id || ' ' || entity_id || ' ' || version_id"
-		  . " FROM eventhub.events WHERE organization_id = '$org' AND revision > $after"
-		  . " ORDER BY revision");
-	return [ split /\n/, $rows ];
+	my ($org, $reason, $head) = @_;
+	return { resync => JSON::PP::true, organization_id => $org, reason => $reason, head_revision => $head,
+		head_version_id => query("SELECT COALESCE("
+			  . "(SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $head),"
+			  . " (SELECT version_id FROM eventhub.organization_states"
+			  . "   WHERE organization_id = '$org' AND revision = $head))") };
 }
 
-sub head_of
-{
-	my ($org) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'");
-}
-
-# Asserts that EVENTS (decoded watch lines, resync lines excluded) are,
-# per organization, exactly the committed events after AFTER->{org}, and
-# that the committed revisions are AFTER+1 .. head, contiguous.
+# Asserts that EVENTS (decoded watch lines, resync lines excluded) are, per
+# organization, exactly the committed events after AFTER->{org}, and that the
+# committed revisions are AFTER+1 .. head, contiguous.
 sub check_delivery
 {
 	my ($name, $events, $after) = @_;
 	my (%got, %want, %want_revs, %contiguous);
-	for my $ev (@$events)
-	{
-		push @{ $got{ $ev->{organization_id} } },
-		  join(' ', map { $ev->{$_} } qw(revision correlation_id entity_id version_id));
-	}
+	push @{ $got{ $_->{organization_id} } }, join(' ', @$_{qw(revision correlation_id entity_id version_id)})
+	  for @$events;
 	for my $org (keys %$after)
 	{
-		$want{$org} = committed_events($org, $after->{$org});
+		$want{$org} = [ split /\n/, query(
+			"SELECT revision || ' ' || correlation_id || ' ' || entity_id || ' ' || version_id"
+			  . " FROM eventhub.events WHERE organization_id = '$org' AND revision > $after->{$org}"
+			  . ' ORDER BY revision') ];
 		$want_revs{$org} = [ map { (split / /)[0] } @{ $want{$org} } ];
-		$contiguous{$org} = [ $after->{$org} + 1 .. head_of($org) ];
+		$contiguous{$org} = [ $after->{$org} + 1
+			  .. query("SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'") ];
 	}
-	is_deeply(\%want_revs, \%contiguous,
-		"$name: the committed revisions are contiguous up to each head");
+	is_deeply(\%want_revs, \%contiguous, "$name: the committed revisions are contiguous up to each head");
 	is_deeply(\%got, \%want,
 		"$name: the watcher printed exactly the committed sequence of every organization"
 		  . ' (revision, correlation id, entity, version; none lost, none repeated)');
@@ -197,6 +154,12 @@ sub count_matches
 	my ($text, $re) = @_;
 	my @m = ($text =~ /$re/g);
 	return scalar @m;
+}
+
+# Watch lines split into resync lines and events.
+sub split_resync
+{
+	return ([ grep { $_->{resync} } @_ ], [ grep { !$_->{resync} } @_ ]);
 }
 
 #
@@ -212,8 +175,7 @@ my $log_statements = "$connstr options='-c log_statement=all'";
 sub logged_statements
 {
 	my ($pid, $offset) = @_;
-	return join "\n",
-	  grep { /\[$pid\] eventhub (?:LOG|ERROR):  (?:statement|execute)/ }
+	return join "\n", grep { /\[$pid\] eventhub (?:LOG|ERROR):  (?:statement|execute)/ }
 	  split /\n/, slurp_file($node->logfile, $offset);
 }
 
@@ -226,27 +188,20 @@ sub logged_statements
 	# Its first (and, in this test, last) poll is done: it is idle after
 	# reading organization_states.
 	wait_or_die('the watcher did not finish its first poll',
-		"SELECT state = 'idle' AND query LIKE '%organization_states%'"
-		  . " FROM pg_stat_activity WHERE pid = $pid");
-
+		"SELECT state = 'idle' AND query LIKE '%organization_states%' FROM pg_stat_activity WHERE pid = $pid");
 	my $p = start_publisher();
-	my $sql = stream_sql(\@orgs, 15, 0.005);
 	# a rolled-back publish in the middle of the stream
-	$sql .= "BEGIN;\nSELECT eventhub.publish_event('notify-a', 'API', 'DELETE', 'ghost',"
-	  . " 'rolled-back-1', '{}');\nROLLBACK;\n";
-	$sql .= stream_sql(\@orgs, 15, 0.005);
-	feed($p, $sql);
+	feed($p, stream_sql(\@orgs, 15, 0.005)
+		  . "BEGIN;\nSELECT eventhub.publish_event('notify-a', 'API', 'DELETE', 'ghost', 'rolled-back-1', '{}');\n"
+		  . "ROLLBACK;\n" . stream_sql(\@orgs, 15, 0.005));
 	is(finish_publisher($p), 0, 'notify: publisher succeeded') or diag($p->{err});
-
-	is(finish_cli($w), 0, 'notify: watcher exited 0 after --count 30 events')
-	  or diag($w->{err});
+	is(finish_cli($w), 0, 'notify: watcher exited 0 after --count 30 events') or diag($w->{err});
 	my @events = watch_lines($w);
 	is(scalar @events, 30, 'notify: 30 lines');
-	check_delivery('notify', \@events, { map { ($_ => 0) } @orgs });
+	check_delivery('notify', \@events, from_zero(@orgs));
 	is(scalar(grep { $_->{correlation_id} eq 'rolled-back-1' || $_->{entity_id} eq 'ghost' } @events),
 		0, 'notify: the rolled-back publish was not delivered');
-	is( $node->safe_psql('postgres',
-			"SELECT count(*) FROM eventhub.events WHERE correlation_id = 'rolled-back-1'"),
+	is(query("SELECT count(*) FROM eventhub.events WHERE correlation_id = 'rolled-back-1'"),
 		'0', 'notify: the rolled-back publish was not committed');
 	ok(ref $events[0]{event_data} eq 'HASH' && $events[0]{event_data}{n} =~ /^\d+$/,
 		'notify: event_data is printed as a JSON value');
@@ -270,48 +225,42 @@ sub logged_statements
 	my $p = start_publisher();
 	feed($p, stream_sql(\@orgs, 20, 0.01));
 	is(finish_publisher($p), 0, 'no-listen: publisher succeeded') or diag($p->{err});
-	is(finish_cli($w), 0, 'no-listen: watcher exited 0 after --count 20 events')
-	  or diag($w->{err});
+	is(finish_cli($w), 0, 'no-listen: watcher exited 0 after --count 20 events') or diag($w->{err});
 	my @events = watch_lines($w);
 	is(scalar @events, 20, 'no-listen: 20 lines');
-	check_delivery('no-listen', \@events, { map { ($_ => 0) } @orgs });
+	check_delivery('no-listen', \@events, from_zero(@orgs));
 	my $statements = logged_statements($pid, $offset);
 	like($statements, qr/execute [^:]*: SELECT s\.revision/, 'no-listen: the watcher polled');
 	unlike($statements, qr/LISTEN/, 'no-listen: the watcher never LISTENed');
 }
 
 #
-# 3. The watcher's backend terminated twice in the middle of a stream.
+# 3. The watcher's backend terminated twice in the middle of a stream: once
+# it is under way, and again after the second third (fed after the first
+# kill: published while it is gone or reconnecting).
 #
 {
 	my @orgs = ('kill-a', 'kill-b');
 	my $w = start_watch($connstr, orgs(@orgs), '--after', '0', '--count', '90', '--timeout', '40');
 	my $pid1 = watcher_pid();
 	my $p = start_publisher();
-
-	# First third of the stream; terminate the watcher once it is under way.
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	wait_or_die('publishing did not start',
 		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
 	is(terminate($pid1), 't', 'kill: first watcher backend terminated');
-	# The second third is fed after the kill: published while the watcher
-	# is gone or reconnecting.
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	my $pid2 = watcher_pid($pid1);
-	wait_or_die('publishing stalled',
-		"SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
+	wait_or_die('publishing stalled', "SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
 	is(terminate($pid2), 't', 'kill: reconnected watcher backend terminated');
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	is(finish_publisher($p), 0, 'kill: publisher succeeded') or diag($p->{err});
-
-	is(finish_cli($w), 0, 'kill: watcher exited 0 after --count 90 events')
-	  or diag($w->{err});
+	is(finish_cli($w), 0, 'kill: watcher exited 0 after --count 90 events') or diag($w->{err});
 	cmp_ok(count_matches($w->{err}, qr/^eventhub: info: reconnected$/m), '>=', 2,
 		'kill: stderr shows it reconnected after each kill');
 	like($w->{err}, qr/^eventhub: warning: connection lost/m, 'kill: stderr shows the losses');
 	my @events = watch_lines($w);
 	is(scalar @events, 90, 'kill: 90 lines');
-	check_delivery('kill', \@events, { map { ($_ => 0) } @orgs });
+	check_delivery('kill', \@events, from_zero(@orgs));
 }
 
 #
@@ -331,27 +280,25 @@ sub logged_statements
 	$p->{h}->finish;
 	my $before = committed_count(\@orgs);
 	note("restart: $before events committed before the restart");
-
 	$p = start_publisher();
 	feed($p, stream_sql(\@orgs, 30, 0.01));
-	is(finish_publisher($p), 0, 'restart: publisher after the restart succeeded')
-	  or diag($p->{err});
+	is(finish_publisher($p), 0, 'restart: publisher after the restart succeeded') or diag($p->{err});
 	my $total = committed_count(\@orgs);
 	cmp_ok($total, '>', $before, 'restart: events were published after the restart');
-
 	wait_for(what => 'restart', watch => $w, lines => $total);
 	$w->{h}->signal('TERM');
-	my $rc = finish_cli($w);
-	is($rc, 130, 'restart: watcher was still running (it stops with 130 on SIGTERM)')
+	is(finish_cli($w), 130, 'restart: watcher was still running (it stops with 130 on SIGTERM)')
 	  or diag($w->{err});
 	like($w->{err}, qr/^eventhub: info: reconnected$/m, 'restart: stderr shows it reconnected');
 	my @events = watch_lines($w);
 	is(scalar @events, $total, "restart: $total lines");
-	check_delivery('restart', \@events, { map { ($_ => 0) } @orgs });
+	check_delivery('restart', \@events, from_zero(@orgs));
 }
 
 #
-# 5. Forty organizations on one connection, events interleaved.
+# 5. Forty organizations on one connection, events interleaved: 10 rounds,
+# each visiting the organizations in a different order; every fourth step
+# publishes to two organizations in one transaction.
 #
 {
 	my @orgs = map { sprintf('multi-%02d', $_) } 0 .. 39;
@@ -359,65 +306,43 @@ sub logged_statements
 	watcher_pid();
 	my $p = start_publisher();
 	my $sql = '';
-	# 10 rounds, each visiting the organizations in a different order;
-	# every fourth step publishes to two organizations in one transaction.
 	for my $round (0 .. 9)
 	{
 		my @order = map { $orgs[ ($_ * 7 + $round * 13) % 40 ] } 0 .. 39;
 		while (@order)
 		{
-			if (@order >= 2 && @order % 4 == 0)
-			{
-				$sql .= "BEGIN;\n" . next_sql(shift @order) . next_sql(shift @order) . "COMMIT;\n";
-			}
-			else
-			{
-				$sql .= next_sql(shift @order);
-			}
+			$sql .= (@order >= 2 && @order % 4 == 0)
+			  ? "BEGIN;\n" . next_sql(shift @order) . next_sql(shift @order) . "COMMIT;\n"
+			  : next_sql(shift @order);
 		}
 	}
 	feed($p, $sql);
 	is(finish_publisher($p), 0, 'multi: publisher succeeded') or diag($p->{err});
-	is($node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE $watcher_backend"),
+	is(query("SELECT count(*) FROM pg_stat_activity WHERE $watcher_backend"),
 		'1', 'multi: the watcher follows the 40 organizations over one connection');
-	is(finish_cli($w), 0, 'multi: watcher exited 0 after --count 400 events')
-	  or diag($w->{err});
+	is(finish_cli($w), 0, 'multi: watcher exited 0 after --count 400 events') or diag($w->{err});
 	my @events = watch_lines($w);
 	is(scalar @events, 400, 'multi: 400 lines');
-	check_delivery('multi', \@events, { map { ($_ => 0) } @orgs });
+	check_delivery('multi', \@events, from_zero(@orgs));
 }
 
 #
 # 6. Resync.
 #
-# Splits watch lines into resync lines and events.
-sub split_resync
-{
-	my @lines = @_;
-	return ([ grep { $_->{resync} } @lines ], [ grep { !$_->{resync} } @lines ]);
-}
-
 # 6a. History removed by a cleanup: a watcher from revision 0 is told to
 # resync at the head, then gets only the events published after it.
 {
 	my $org = 'rs-removed';
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 10));
-	is( $node->safe_psql('postgres',
-			"SELECT eventhub.cleanup_events('$org', '-infinity',"
-			  . " (SELECT processed_timestamp FROM eventhub.events"
-			  . "   WHERE organization_id = '$org' AND revision = 6))"),
+	publish_n($org, 10);
+	is(query("SELECT eventhub.cleanup_events('$org', '-infinity', (SELECT processed_timestamp"
+			  . " FROM eventhub.events WHERE organization_id = '$org' AND revision = 6))"),
 		'5', 'resync: cleanup removed revisions 1-5 of 10');
-
 	my $w = start_watch($connstr, orgs($org), '--after', '0', '--count', '5', '--timeout', '30');
 	wait_for(what => 'history_removed', watch => $w, lines => 1);
-	my ($first) = watch_lines($w);
-	is_deeply(
-		$first,
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'history_removed', head_revision => 10,
-		  head_version_id => version_at($org, 10) },
+	is_deeply([ watch_lines($w) ]->[0], resync_line($org, 'history_removed', 10),
 		'resync: history_removed at head 10 is the first line');
 	# Published only once the watcher is at the head.
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 5));
+	publish_n($org, 5);
 	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 5 events') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
@@ -429,13 +354,9 @@ sub split_resync
 	my $org = 'rs-removed';    # head 15
 	my $w = start_watch($connstr, orgs($org), '--after', '100', '--count', '2', '--timeout', '30');
 	wait_for(what => 'cursor_ahead', watch => $w, lines => 1);
-	my ($first) = watch_lines($w);
-	is_deeply(
-		$first,
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'cursor_ahead', head_revision => 15,
-		  head_version_id => version_at($org, 15) },
+	is_deeply([ watch_lines($w) ]->[0], resync_line($org, 'cursor_ahead', 15),
 		'resync: --after 100 above head 15 gives cursor_ahead at 15');
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 2));
+	publish_n($org, 2);
 	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
@@ -446,37 +367,23 @@ sub split_resync
 # version.
 {
 	my $org = 'rs-rewrite';
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 4));
+	publish_n($org, 4);
 	my $w = start_watch($connstr, orgs($org),
 		'--after', '0', '--poll-interval', '100', '--count', '6', '--timeout', '30');
 	my $pid = watcher_pid();
 	wait_for(what => 'version_mismatch', watch => $w, lines => 4);
-	my @old = watch_lines($w);
-	check_delivery('before the rewrite', \@old, { $org => 0 });
+	check_delivery('before the rewrite', [ watch_lines($w) ], { $org => 0 });
 	wait_or_die('the watcher is not idle', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
-
-	my $old_version = $node->safe_psql('postgres',
-		"SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
-	$node->safe_psql('postgres',
-		"BEGIN;\n"
-		  . "SET LOCAL eventhub.protect_tables = off;\n"
-		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
-		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
-		  . join('', map { next_sql($org) } 1 .. 4)
-		  . "COMMIT;\n");
-	is( $node->safe_psql('postgres',
-			"SELECT revision || ' ' || (version_id <> '$old_version')"
+	my $old_version =
+	  query("SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
+	rewrite_history($org, 4);
+	is(query("SELECT revision || ' ' || (version_id <> '$old_version')"
 			  . " FROM eventhub.organization_states WHERE organization_id = '$org'"),
 		'4 true', 'resync: the rewritten history has the same head revision and another version');
-
 	wait_for(what => 'version_mismatch', watch => $w, lines => 5);
-	my @lines = watch_lines($w);
-	is_deeply(
-		$lines[4],
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4,
-		  head_version_id => version_at($org, 4) },
+	is_deeply([ watch_lines($w) ]->[4], resync_line($org, 'version_mismatch', 4),
 		'resync: version_mismatch at head 4 after the four original events');
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 2));
+	publish_n($org, 2);
 	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
@@ -485,44 +392,34 @@ sub split_resync
 }
 
 #
-# 7. The watch loop under valgrind: a stream, a killed backend, a resync.
+# 7. The watch loop under valgrind: a stream, a killed backend, a resync
+# (vg-b's history is gone: the watcher starts with one).
 #
 SKIP:
 {
 	skip 'valgrind is not installed (/usr/bin/valgrind)', 1 unless -x '/usr/bin/valgrind';
-
-	my ($org_a, $org_b) = ('vg-a', 'vg-b');
-	# vg-b's history is gone: the watcher starts with a resync.
-	$node->safe_psql('postgres', join('', map { next_sql($org_b) } 1 .. 3));
-	$node->safe_psql('postgres', "SELECT eventhub.cleanup_events('$org_b', '-infinity', 'infinity')");
-
-	my $w = start_watch($connstr, orgs($org_a, $org_b), '--after', '0', '--count', '45', '--timeout', '50',
+	my @orgs = ('vg-a', 'vg-b');
+	publish_n('vg-b', 3);
+	query("SELECT eventhub.cleanup_events('vg-b', '-infinity', 'infinity')");
+	my $w = start_watch($connstr, orgs(@orgs), '--after', '0', '--count', '45', '--timeout', '50',
 		{ prefix => [ '/usr/bin/valgrind', '--quiet', '--leak-check=full',
 				'--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99' ] });
 	my $pid1 = watcher_pid();
 	wait_for(what => 'valgrind', watch => $w, lines => 1);
-	my ($first) = watch_lines($w);
-	is_deeply(
-		$first,
-		{ resync => JSON::PP::true, organization_id => $org_b, reason => 'history_removed', head_revision => 3,
-		  head_version_id => version_at($org_b, 3) },
+	is_deeply([ watch_lines($w) ]->[0], resync_line('vg-b', 'history_removed', 3),
 		'valgrind: resync line for the removed history');
-
 	my $p = start_publisher();
-	feed($p, stream_sql([ $org_a, $org_b ], 20, 0.01));
-	wait_or_die('publishing did not start',
-		"SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'");
+	feed($p, stream_sql(\@orgs, 20, 0.01));
+	wait_or_die('publishing did not start', "SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'");
 	is(terminate($pid1), 't', 'valgrind: watcher backend terminated');
-	feed($p, stream_sql([ $org_a, $org_b ], 25, 0.01));
+	feed($p, stream_sql(\@orgs, 25, 0.01));
 	is(finish_publisher($p), 0, 'valgrind: publisher succeeded') or diag($p->{err});
-
-	my $rc = finish_cli($w);
-	is($rc, 0, 'valgrind: exit 0 after --count 45 events: no memory error, no definite or indirect leak')
+	is(finish_cli($w), 0, 'valgrind: exit 0 after --count 45 events: no memory error, no definite or indirect leak')
 	  or diag($w->{err});
 	like($w->{err}, qr/^eventhub: info: reconnected$/m, 'valgrind: stderr shows it reconnected');
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	is(scalar @$resyncs, 1, 'valgrind: exactly one resync line');
-	check_delivery('valgrind', $events, { $org_a => 0, $org_b => 3 });
+	check_delivery('valgrind', $events, { 'vg-a' => 0, 'vg-b' => 3 });
 }
 
 #
@@ -544,9 +441,8 @@ SKIP:
 	my $w = start_watch($connstr, orgs($org), '--count', '1', '--timeout', $wait, '--poll-interval', '600000',
 		'--replica-id', 'late', '--heartbeat-interval', '600000');
 	my $pid = watcher_pid();
-	wait_or_die('the heartbeat did not block',
-		"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid");
-	$node->safe_psql('postgres', next_sql($org));
+	wait_or_die('the heartbeat did not block', "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid");
+	publish_n($org, 1);
 	$locker->query_safe('COMMIT;');
 	my $released = Time::HiRes::time();
 	$locker->quit;
@@ -560,27 +456,17 @@ SKIP:
 	# notification of the new head must not make it deliver the new
 	# history's next event after the old history's last one.
 	my $org = 'rewrite-longer';
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 3));
-	my $w = start_watch($connstr, orgs($org),
-		'--after', '0', '--count', '5', '--timeout', '20', '--poll-interval', '600000');
+	publish_n($org, 3);
+	my $w = start_watch($connstr, orgs($org), '--after', '0', '--count', '5', '--timeout', '20',
+		'--poll-interval', '600000');
 	my $pid = watcher_pid();
 	wait_for(what => 'rewrite-longer', watch => $w, lines => 3);
 	wait_or_die('the watcher is not idle', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
-	$node->safe_psql('postgres',
-		"BEGIN;\n"
-		  . "SET LOCAL eventhub.protect_tables = off;\n"
-		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
-		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
-		  . join('', map { next_sql($org) } 1 .. 4)
-		  . "COMMIT;\n");
+	rewrite_history($org, 4);
 	wait_for(what => 'rewrite-longer', watch => $w, lines => 4);
-	my @lines = watch_lines($w);
-	is_deeply(
-		$lines[3],
-		{ resync => JSON::PP::true, organization_id => $org, reason => 'version_mismatch', head_revision => 4,
-		  head_version_id => version_at($org, 4) },
+	is_deeply([ watch_lines($w) ]->[3], resync_line($org, 'version_mismatch', 4),
 		'race: a longer rewritten history is a version_mismatch resync, even when a notification wakes the watcher');
-	$node->safe_psql('postgres', join('', map { next_sql($org) } 1 .. 2));
+	publish_n($org, 2);
 	is(finish_cli($w), 0, 'race: the watcher goes on after the resync') or diag($w->{err});
 	my ($resyncs, $events) = split_resync(watch_lines($w));
 	check_delivery('race: after the longer rewrite', [ @$events[ 3 .. 4 ] ], { $org => 4 });

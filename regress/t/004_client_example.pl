@@ -1,9 +1,8 @@
-# 004_client_example.pl: the client library's page (docs/client.md) works as written.
-#
-# The subscriber shown in docs/client.md is client/examples/subscriber.c, word
-# for word; it builds against the installed library with that page's
-# pkg-config command (and against the static library), and it prints the
-# committed events of the organizations it follows.
+# 004_client_example.pl: the client library's page (docs/client.md) works as
+# written.  Its subscriber is client/examples/subscriber.c word for word; it
+# builds against the installed library with that page's pkg-config command
+# (and against the static library), and prints the committed events of the
+# organizations it follows.
 
 use strict;
 use warnings;
@@ -14,33 +13,23 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $example = slurp_file("$examples/subscriber.c");
-my $readme = slurp_file("$work/docs/client.md");
-
-my ($shown) = $readme =~ /<!-- example: client\/examples\/subscriber\.c -->\n```c\n(.*?)```/s;
+my ($shown) = slurp_file("$work/docs/client.md") =~ /<!-- example: client\/examples\/subscriber\.c -->\n```c\n(.*?)```/s;
 ok(defined $shown, 'docs/client.md shows the example');
 is($shown, $example, 'docs/client.md shows client/examples/subscriber.c exactly');
 
+sub pkg_config { return (run_command([ 'pkg-config', @_, 'eventhub' ]))[0] }
 my ($version) = slurp_file("$work/client/eventhub.h") =~ /#define EVENTHUB_VERSION "([^"]+)"/;
-my ($out, $err) = run_command([ 'pkg-config', '--modversion', 'eventhub' ]);
-chomp $out;
-is($out, $version, 'pkg-config knows the installed library and its version');
+is(pkg_config('--modversion'), $version, 'pkg-config knows the installed library and its version');
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
-($out, $err) = run_command([ 'pkg-config', '--cflags', '--libs', 'eventhub' ]);
-chomp $out;
-my @flags = split ' ', $out;
-my $ok = IPC::Run::run([ 'cc', '-Wall', '-Wextra', '-Werror', "$examples/subscriber.c",
-		@flags, '-o', "$dir/subscriber" ], '>', \$out, '2>', \$err);
-ok($ok, 'the example builds with `cc subscriber.c $(pkg-config --cflags --libs eventhub)`') or diag($err);
-
-($out, $err) = run_command([ 'pkg-config', '--variable=libdir', 'eventhub' ]);
-chomp $out;
-my $installed = $out;
-($out, $err) = run_command([ 'pkg-config', '--cflags', 'eventhub' ]);
-chomp $out;
-$ok = IPC::Run::run([ 'cc', "$examples/subscriber.c", split(' ', $out),
-		"$installed/libeventhub.a", '-lpq', '-o', "$dir/subscriber_static" ], '>', \my $o2, '2>', \my $e2);
-ok($ok, 'the example links against the static library') or diag($e2);
+my ($out, $err);
+ok(IPC::Run::run([ 'cc', '-Wall', '-Wextra', '-Werror', "$examples/subscriber.c",
+			split(' ', pkg_config('--cflags', '--libs')), '-o', "$dir/subscriber" ], '>', \$out, '2>', \$err),
+	'the example builds with `cc subscriber.c $(pkg-config --cflags --libs eventhub)`') or diag($err);
+ok(IPC::Run::run([ 'cc', "$examples/subscriber.c", split(' ', pkg_config('--cflags')),
+			pkg_config('--variable=libdir') . '/libeventhub.a', '-lpq', '-o', "$dir/subscriber_static" ],
+		'>', \$out, '2>', \$err),
+	'the example links against the static library') or diag($err);
 ($out, $err) = run_command([ 'ldd', "$dir/subscriber_static" ]);
 unlike($out, qr/libeventhub/, 'the static build does not need libeventhub.so');
 
@@ -50,16 +39,13 @@ publish($node, 'globex', 1, event_type => 'CERTIFICATE', action => 'CREATE', ent
 
 for my $binary ('subscriber', 'subscriber_static')
 {
-	my $sub = { out => '', err => '' };
-	$sub->{h} = IPC::Run::start([ "$dir/$binary", $node->connstr('postgres'), 'acme', 'globex' ],
-		'>', \$sub->{out}, '2>', \$sub->{err}, IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
+	my $sub = start_process([ "$dir/$binary", $node->connstr('postgres'), 'acme', 'globex' ], { appname => 1 });
 	wait_for(what => "$binary: the kept history", watch => $sub, matches => qr/globex revision 1/);
 	publish($node, 'acme', 1, entity => 'weather', data => '{"v": 2}');
 	wait_for(what => "$binary: the new event", watch => $sub, matches => qr/acme revision 2/);
 	$sub->{h}->kill_kill;
-	my @lines = sort split /\n/, $sub->{out};
 	is_deeply(
-		\@lines,
+		[ sort split /\n/, $sub->{out} ],
 		[
 			'acme revision 1: CREATE API weather {"v": 1}',
 			'acme revision 2: UPDATE API weather {"v": 2}',

@@ -1,24 +1,18 @@
-# 005_replicas.pl: the replica registry end to end.
-#
-#   - the client's heartbeats reach eventhub.replicas and replica_progress,
-#     and an orderly exit deregisters;
-#   - with eh_ack, heartbeats report what the application acknowledged, and
-#     eh_set_config_hash's hash;
-#   - a replica that stops heartbeating turns stale, then maintenance removes it;
-#   - retention keeps an expired event for a live lagging replica, and
-#     deletes it at eventhub.max_retention, after which that replica resyncs;
-#   - `eventhub status --fail-if-lag N` and `--json` tell who lags.
-#
-# The worker runs no cycle of its own here (eventhub_node_quiet): with a
-# retention of a second, one falling between a publish and the watcher that
-# reads it would remove what the test reads.  Maintenance runs when the test
-# calls eventhub.run_maintenance(), once what it must remove has expired.
+# 005_replicas.pl: the replica registry end to end.  The client's heartbeats
+# reach eventhub.replicas and replica_progress and an orderly exit
+# deregisters; with eh_ack they report what the application acknowledged and
+# eh_set_config_hash's hash; a replica without heartbeats turns stale, then
+# maintenance removes it; retention keeps an expired event for a live lagging
+# replica up to eventhub.max_retention, then that replica resyncs; `eventhub
+# status --fail-if-lag N` and `--json` tell who lags.  The worker runs no
+# cycle of its own (eventhub_node_quiet): with a retention of a second, one
+# could remove what a watcher is about to read; the test runs maintenance
+# once what it must remove has expired.
 
 use strict;
 use warnings;
 
 use EventhubTest;
-use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -27,7 +21,8 @@ my $node = eventhub_node_quiet('replicas', replica_ttl => '2s', retention => '1s
 	conf => "eventhub.max_retention = '4s'");
 my $connstr = $node->connstr('postgres');
 
-# Waits until SQL returns t, or dies saying WHAT.
+sub query { return $node->safe_psql('postgres', $_[0]) }
+
 sub wait_or_die
 {
 	my ($what, $sql) = @_;
@@ -42,11 +37,9 @@ my $w = start_watch($connstr, '--org', 'acme', '--after', '0', '--count', '6', '
 	'--replica-id', 'gw-1', '--labels', '{"zone": "z1"}', '--heartbeat-interval', '200');
 wait_or_die('a heartbeat',
 	"SELECT applied_revision = 3 FROM eventhub.replica_progress WHERE replica_id = 'gw-1' AND organization_id = 'acme'");
-is( $node->safe_psql('postgres',
-		"SELECT labels->>'zone' || ' ' || (version IS NOT NULL) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
+is( query("SELECT labels->>'zone' || ' ' || (version IS NOT NULL) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'z1 true', 'the heartbeat registered the replica with its labels and version');
-is( $node->safe_psql('postgres',
-		"SELECT p.applied_version_id = s.version_id FROM eventhub.replica_progress p"
+is( query("SELECT p.applied_version_id = s.version_id FROM eventhub.replica_progress p"
 		  . " JOIN eventhub.organization_states s ON s.organization_id = p.organization_id WHERE p.replica_id = 'gw-1'"),
 	't', 'it reports the version_id of the revision it applied');
 publish($node, 'acme', 2);
@@ -55,23 +48,16 @@ ok( wait_for(what => 'new progress', node => $node,
 	'later heartbeats report new progress');
 publish($node, 'acme', 1);
 is(finish_cli($w), 0, 'the watcher exited after its count') or diag($w->{err});
-is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
+is(query("SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'0', 'an orderly exit deregisters the replica');
 
 #
 # An application that applies events later acknowledges them itself, and
 # reports a configuration hash: heartbeats carry that, not the delivery.
 #
-
 # start_ack(REPLICA, ORG, COUNT, ACK, HASH): client/test_ack, a replica that
 # heartbeats every 100 ms and, once handed COUNT events, acknowledges ACK.
-sub start_ack
-{
-	my $a = { out => '', err => '' };
-	$a->{h} = IPC::Run::start([ "$work/client/test_ack", $connstr, @_ ], '>', \$a->{out}, '2>', \$a->{err},
-		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
-	return $a;
-}
+sub start_ack { return start_process([ "$work/client/test_ack", $connstr, @_ ], { appname => 1 }) }
 
 my $acker = start_ack('acker', 'acme', '6', '2', 'sha-acme-2');
 wait_for(what => 'the acknowledgement', watch => $acker, matches => qr/acked/);
@@ -79,7 +65,7 @@ like($acker->{out}, qr/acked/, 'the application was handed all six events') or d
 wait_or_die('the acknowledged revision',
 	"SELECT applied_revision = 2 AND config_hash = 'sha-acme-2' FROM eventhub.replica_progress"
 	  . " WHERE replica_id = 'acker' AND organization_id = 'acme'");
-is($node->safe_psql('postgres', "SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
+is(query("SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
 	'4', 'the heartbeat reports the acknowledged revision (2 of 6) and the hash');
 $acker->{h}->signal('TERM');
 is(finish_cli($acker), 0, 'the acknowledging replica exits cleanly') or diag($acker->{err});
@@ -98,7 +84,7 @@ wait_or_die('twice the ttl since gw-2\'s last heartbeat',
 	"SELECT last_heartbeat < now() - 2 * current_setting('eventhub.replica_ttl')::interval"
 	  . " FROM eventhub.replicas WHERE replica_id = 'gw-2'");
 run_maintenance($node);
-is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-2'"),
+is(query("SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-2'"),
 	'0', 'and maintenance removes it after twice that');
 
 #
@@ -117,8 +103,7 @@ wait_or_die('the marker expiring',
 	"SELECT clock_timestamp() - processed_timestamp > current_setting('eventhub.retention')::interval"
 	  . " FROM eventhub.events WHERE organization_id = 'marker'");
 run_maintenance($node);
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(organization_id || '/' || revision, ',' ORDER BY revision) FROM eventhub.events"
+is( query("SELECT string_agg(organization_id || '/' || revision, ',' ORDER BY revision) FROM eventhub.events"
 		  . " WHERE organization_id IN ('slow', 'marker')"),
 	'slow/1,slow/2,slow/3,slow/4', 'expired events a live replica has not applied are kept, and the one it applied last');
 
@@ -149,8 +134,7 @@ wait_or_die('slow\'s events reaching max_retention',
 	"SELECT clock_timestamp() - max(processed_timestamp) > current_setting('eventhub.max_retention')::interval"
 	  . " FROM eventhub.events WHERE organization_id = 'slow'");
 run_maintenance($node);
-is( $node->safe_psql('postgres',
-		"SELECT state || ' ' || (SELECT count(*) FROM eventhub.events WHERE organization_id = 'slow')"
+is( query("SELECT state || ' ' || (SELECT count(*) FROM eventhub.events WHERE organization_id = 'slow')"
 		  . " FROM eventhub.replica_status WHERE replica_id = 'lagger'"),
 	'live 0', 'at eventhub.max_retention the events are deleted although the replica is live');
 ($rc, $out, $err) = $node->psql('postgres', "SELECT * FROM eventhub.events_since('slow', 1)");

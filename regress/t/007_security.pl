@@ -1,28 +1,23 @@
 # 007_security.pl: eventhub against the roles a shared database really has.
-#
-# Every attack here was run against 0.1 and worked; each is run the same way
-# now, with real login roles and sessions:
-#   1. a database owner who is not a superuser arms operators and
-#      ALTER DATABASE ... SET search_path (and role) for the background
-#      worker, which runs as a superuser: the worker's queries never reach
-#      them, the role stays what it was, and retention keeps working;
-#   2. a role granted every privilege on every table (GRANT ALL) forges an
-#      event, rewrites heads, deletes history, truncates, fills the replica
-#      registry, and adds a trigger that would run inside publish_event as
-#      its owner: all refused, also in a session where the library is not
-#      loaded yet and the role set the guard's switch first;
-#   3. two tenants share the database: neither publishes into, reads,
-#      replays a correlation id of, or learns the other's organizations,
-#      through the functions, the tables, the status view or the CLI;
+# Every attack here worked against 0.1; each runs the same way, with real
+# login roles and sessions:
+#   1. a non-superuser database owner arms operators and ALTER DATABASE ... SET
+#      search_path (and role) for the superuser background worker: its queries
+#      never reach them, the role stays, retention keeps working;
+#   2. a role granted ALL on every table forges events, rewrites heads,
+#      deletes, truncates, fills the replica registry, adds a trigger that
+#      would run inside publish_event as its owner: all refused, also where
+#      the library is not loaded yet and the role set the guard's switch first;
+#   3. two tenants share the database: neither publishes into, reads, replays
+#      a correlation id of, or learns the other's organizations, through the
+#      functions, the tables, the status view or the CLI;
 #   4. one tenant tries to heartbeat as, or deregister, the other's replica;
-#   5. a role with no privilege at all LISTENs: it learns no organization id
-#      and no revision; the replay of a notification it saw only wakes a
-#      subscriber, which delivers nothing twice.
-#
+#   5. a role with no privilege LISTENs: it learns no organization id and no
+#      revision; replaying what it heard only wakes a subscriber, which
+#      delivers nothing twice.
 # The worker runs a cycle only when the test makes it (eventhub_node_quiet):
-# part 1 restarts it and reloads it, and waits for what those cycles must
-# remove; the rest runs with a retention of an hour, so that what the
-# tenants publish stays until they have read it.
+# part 1 restarts and reloads it and waits for what those cycles remove; the
+# rest runs with a retention of an hour.
 
 use strict;
 use warnings;
@@ -35,30 +30,13 @@ use Test::More;
 my $node = eventhub_node_quiet('security', database => 'appdb', db_owner => 'app',
 	retention => '1s', replica_ttl => '1s', stalled_client_timeout => '1s');
 
-# Runs SQL in appdb as a superuser that shields itself from the settings the
-# database owner plants (ALTER DATABASE ... SET role, search_path).
-sub su
-{
-	my ($sql) = @_;
-	return $node->safe_psql('appdb', "SET ROLE NONE; SET search_path = pg_catalog, public;\n$sql");
-}
+# SQL in appdb as a superuser shielded from the settings the database owner
+# plants (ALTER DATABASE ... SET role, search_path); su_wait: until it gives t.
+sub su { return $node->safe_psql('appdb', "SET ROLE NONE; SET search_path = pg_catalog, public;\n$_[0]") }
+sub su_wait { my ($what, $sql) = @_; return wait_for(what => $what, until => sub { su($sql) eq 't' }) }
 
-# Waits until SQL, run by su(), returns t.
-sub su_wait
-{
-	my ($what, $sql) = @_;
-	return wait_for(what => $what, until => sub { su($sql) eq 't' });
-}
-
-# Runs SQL in appdb as ROLE; returns (exit code, stdout, stderr).
-sub as_role
-{
-	my ($role, $sql) = @_;
-	my ($out, $err) = ('', '');
-	my $ret = $node->psql('appdb', $sql, stdout => \$out, stderr => \$err,
-		extra_params => [ '-U', $role ], on_error_stop => 1);
-	return ($ret, $out, $err);
-}
+# as_role(ROLE, SQL): (exit code, stdout, stderr) of SQL run in appdb as ROLE.
+sub as_role { return $node->psql('appdb', $_[1], extra_params => [ '-U', $_[0] ]) }
 
 sub as_role_ok
 {
@@ -68,8 +46,8 @@ sub as_role_ok
 	return $out;
 }
 
-# as_role_refused ROLE SQL PATTERN LABEL: the statement fails with an error
-# matching PATTERN.
+# as_role_refused(ROLE, SQL, PATTERN, LABEL): SQL fails with an error matching
+# PATTERN; returns the error.
 sub as_role_refused
 {
 	my ($role, $sql, $pattern, $label) = @_;
@@ -96,27 +74,17 @@ BEGIN
 	EXCEPTION WHEN insufficient_privilege THEN NULL;
 	END;
 END $$;
-CREATE FUNCTION s.tstz_lt(a timestamptz, b timestamptz) RETURNS boolean LANGUAGE plpgsql
-  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.timestamptz_lt(a, b); END $$;
-CREATE FUNCTION s.tstz_ge(a timestamptz, b timestamptz) RETURNS boolean LANGUAGE plpgsql
-  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.timestamptz_ge(a, b); END $$;
-CREATE FUNCTION s.int8_lt(a bigint, b bigint) RETURNS boolean LANGUAGE plpgsql
-  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.int8lt(a, b); END $$;
-CREATE FUNCTION s.text_eq(a text, b text) RETURNS boolean LANGUAGE plpgsql
-  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.texteq(a, b); END $$;
-CREATE FUNCTION s.tid_eq(a tid, b tid) RETURNS boolean LANGUAGE plpgsql
-  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.tideq(a, b); END $$;
-CREATE FUNCTION s.oid_eq(a oid, b oid) RETURNS boolean LANGUAGE plpgsql
-  AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.oideq(a, b); END $$;
 CREATE FUNCTION s.now() RETURNS timestamptz LANGUAGE plpgsql
   AS $$ BEGIN PERFORM s.trap(); RETURN pg_catalog.now(); END $$;
-CREATE OPERATOR s.< (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = s.tstz_lt);
-CREATE OPERATOR s.>= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = s.tstz_ge);
-CREATE OPERATOR s.< (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = s.int8_lt);
-CREATE OPERATOR s.= (LEFTARG = text, RIGHTARG = text, FUNCTION = s.text_eq);
-CREATE OPERATOR s.= (LEFTARG = tid, RIGHTARG = tid, FUNCTION = s.tid_eq);
-CREATE OPERATOR s.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = s.oid_eq);
-ALTER DATABASE appdb SET search_path = s, pg_catalog;
+} . join('', map {
+	my ($f, $op, $type, $builtin) = @$_;
+	"CREATE FUNCTION s.$f(a $type, b $type) RETURNS boolean LANGUAGE plpgsql\n"
+	  . "  AS \$\$ BEGIN PERFORM s.trap(); RETURN pg_catalog.$builtin(a, b); END \$\$;\n"
+	  . "CREATE OPERATOR s.$op (LEFTARG = $type, RIGHTARG = $type, FUNCTION = s.$f);\n"
+} [ 'tstz_lt', '<', 'timestamptz', 'timestamptz_lt' ], [ 'tstz_ge', '>=', 'timestamptz', 'timestamptz_ge' ],
+	[ 'int8_lt', '<', 'bigint', 'int8lt' ], [ 'text_eq', '=', 'text', 'texteq' ], [ 'tid_eq', '=', 'tid', 'tideq' ],
+	[ 'oid_eq', '=', 'oid', 'oideq' ])
+  . q{ALTER DATABASE appdb SET search_path = s, pg_catalog;
 ALTER DATABASE appdb SET role = 'app';
 }, 'attack: the database owner creates its operators and sets the database\'s search_path and role');
 
@@ -167,14 +135,13 @@ reload_settings($node, "eventhub.retention = '1h'\neventhub.replica_ttl = '1h'",
 #
 # 2. A role granted every privilege on every table.
 #
-su(q{
+my $grant_all = q{
 	CREATE ROLE mallory LOGIN;
 	GRANT USAGE ON SCHEMA eventhub TO mallory;
 	GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO mallory;
 	GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO mallory;
-	SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'real', NULL, '{}');
-});
-my $head_before = su("SELECT revision || ' ' || version_id FROM eventhub.organization_states WHERE organization_id = 'acme'");
+};
+su("$grant_all SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'real', NULL, '{}');");
 my $guard_error = qr/cannot (insert into|update|delete from|truncate) table eventhub\.\w+ directly/;
 as_role_refused('mallory',
 	"INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}')",
@@ -210,23 +177,17 @@ is(su("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'eventhub.events'::regcla
 # role sets the switch: the setting is a placeholder that loading the library
 # then refuses, and the guard holds.
 my $plain = eventhub_node('not_preloaded', preload => 0);
-$plain->safe_psql('postgres', q{
-	CREATE ROLE mallory LOGIN;
-	GRANT USAGE ON SCHEMA eventhub TO mallory;
-	GRANT ALL ON ALL TABLES IN SCHEMA eventhub TO mallory;
-	GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA eventhub TO mallory;
-});
+$plain->safe_psql('postgres', $grant_all);
 {
-	my ($out, $err) = ('', '');
-	my $ret = $plain->psql('postgres',
+	my ($ret, $out, $err) = $plain->psql('postgres',
 		"SET eventhub.protect_tables = off;\n"
 		  . "INSERT INTO eventhub.events VALUES ('acme', 999, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'forged', '{}');",
-		stdout => \$out, stderr => \$err, extra_params => [ '-U', 'mallory' ], on_error_stop => 1);
+		extra_params => [ '-U', 'mallory' ]);
 	isnt($ret, 0, 'not preloaded: the switch set before the library loads does not open the guard');
 	like($err, $guard_error, 'not preloaded: the insert is refused by the guard') or diag($err);
 	($ret, $out, $err) = $plain->psql('postgres',
 		"LISTEN eventhub;\nSELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a', NULL, '{}');",
-		extra_params => [ '-U', 'mallory' ], on_error_stop => 1);
+		extra_params => [ '-U', 'mallory' ]);
 	is($ret, 0, 'not preloaded: publishing works') or diag($err);
 	like($out, qr/Asynchronous notification "eventhub" with payload "\{"notification_token": "[0-9a-f]{32}"/,
 		'not preloaded: and announces the event');
@@ -243,6 +204,10 @@ $plain->stop;
 # follows, and of a probe; the administrator its own.
 grant_bundle($node, 'appdb', map({ (publisher => $_, reader => $_, operator => $_) } 'tenant_a', 'tenant_b'),
 	admin => 'hub_admin');
+# The SQL suite's security.sql grants the same bundles, as documented, verbatim.
+ok(index(slurp_file("$work/regress/sql/security.sql"), bundle_sql($_, "regress_eh_$_")) >= 0,
+	"regress/sql/security.sql grants the $_ bundle of docs/operations.md verbatim")
+  for qw(publisher reader);
 as_role_ok('hub_admin', q{
 	SELECT eventhub.grant_organization('tenant_a', 'a-', 'publish', true);
 	SELECT eventhub.grant_organization('tenant_a', 'a-', 'read', true);

@@ -1,21 +1,15 @@
 # 008_stalled_client.pl: a subscriber that stops reading does not slow
-# publishers down.
-#
-# An `eventhub watch` is stopped with SIGSTOP while 100,000 events are
-# published to other organizations.  Its backend fills the socket with
-# notifications and blocks writing (wait event ClientWrite); blocked inside
-# the transaction that reads the notification queue (the test makes sure it
-# is), it holds back the xmin horizon, so that no dead version of
-# organization_states can be removed and every publish gets slower (to a
-# fifth and less within seconds).  The background worker terminates such a
-# session after eventhub.stalled_client_timeout.  The test proves that
-#   - the worker terminates the stalled session and says which;
-#   - publish throughput over the last 20,000 events is at least half the
-#     throughput over the first 20,000 (with the stalled session left alone
-#     it falls to a fifth and less; half leaves room for a machine whose
-#     other load changes between the two);
-#   - the watcher, resumed, reconnects and delivers every event of its
-#     organization published meanwhile exactly once, in order.
+# publishers down.  An `eventhub watch` is stopped (SIGSTOP) while 100,000
+# events of other organizations are published.  Its backend fills the socket
+# with notifications and blocks writing (ClientWrite) inside the transaction
+# that reads the notification queue (the test makes sure it is), holding back
+# the xmin horizon: no dead version of organization_states can be removed and
+# every publish gets slower (to a fifth and less within seconds).  The worker
+# terminates such a session after eventhub.stalled_client_timeout and says
+# which; publish throughput over the last 20,000 events is at least half that
+# over the first 20,000 (half leaves room for a machine whose other load
+# changes between the two); the resumed watcher reconnects and delivers every
+# event of its organization published meanwhile exactly once, in order.
 
 use strict;
 use warnings;
@@ -33,8 +27,7 @@ my $node = eventhub_node('stalled', stalled_client_timeout => '5s', maintenance_
 	conf => "log_statement = 'none'");
 publish($node, 'watched', 1, action => 'CREATE', entity => 'w', tag => 'watched');
 
-my $w = start_watch($node->connstr('postgres'), '--org', 'watched', '--after', '0', '--count', '4',
-	'--timeout', '300');
+my $w = start_watch($node->connstr('postgres'), '--org', 'watched', '--after', '0', '--count', '4', '--timeout', '300');
 wait_for(what => 'revision 1', watch => $w, lines => 1);
 like($w->{out}, qr/"revision": 1/, 'the watcher delivered revision 1');
 my $watch_pid = $w->{h}{KIDS}[0]{PID};
@@ -63,37 +56,23 @@ isnt($stalled, '', 'the stopped watcher\'s backend is blocked in ClientWrite hol
 # 100,000 publishes of another organization, each its own transaction (and
 # notification), with a log line per transaction.
 my $dir = PostgreSQL::Test::Utils::tempdir();
-open my $fh, '>', "$dir/publish.sql" or die;
-print $fh "SELECT eventhub.publish_event('busy', 'API', 'UPDATE', 'e', NULL, '{}');\n";
-close $fh;
-my ($b_out, $b_err) = ('', '');
-IPC::Run::run(
-	[
-		'pgbench', '-n', '-c', '4', '-j', '2', '-t', $events / 4, '-f', "$dir/publish.sql",
-		'-l', "--log-prefix=$dir/tx", '-h', $node->host, '-p', $node->port, 'postgres'
-	],
-	'>', \$b_out, '2>', \$b_err) or die "pgbench failed: $b_err";
+append_to_file("$dir/publish.sql", "SELECT eventhub.publish_event('busy', 'API', 'UPDATE', 'e', NULL, '{}');\n");
+my ($b_out, $b_err);
+IPC::Run::run([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', $events / 4, '-f', "$dir/publish.sql", '-l',
+		"--log-prefix=$dir/tx", '-h', $node->host, '-p', $node->port, 'postgres' ], '>', \$b_out, '2>', \$b_err)
+  or die "pgbench failed: $b_err";
 like($b_out, qr/number of transactions actually processed: $events\//, "pgbench published $events events");
 
 # Completion times of all transactions, in order.
-my @done;
-for my $f (glob("$dir/tx*"))
-{
-	for my $line (split /\n/, slurp_file($f))
-	{
-		my @field = split / /, $line;
-		push @done, $field[4] + $field[5] / 1e6;
-	}
-}
-@done = sort { $a <=> $b } @done;
+my @done = sort { $a <=> $b }
+  map { my @field = split / /; $field[4] + $field[5] / 1e6 } map { split /\n/, slurp_file($_) } glob("$dir/tx*");
 is(scalar(@done), $events, 'a log line per publish');
 my $start = $done[0];
 my $first = $chunk / ($done[ $chunk - 1 ] - $start);
 my $last = $chunk / ($done[-1] - $done[ $events - $chunk - 1 ]);
 note(sprintf('publish throughput: first %d events %.0f/s, last %d events %.0f/s, ratio %.2f',
 		$chunk, $first, $chunk, $last, $last / $first));
-cmp_ok($last / $first, '>=', 0.5,
-	'throughput over the last 20,000 events is at least half of the first 20,000');
+cmp_ok($last / $first, '>=', 0.5, 'throughput over the last 20,000 events is at least half of the first 20,000');
 
 # The worker may terminate the session after pgbench has ended.
 $node->wait_for_log(qr/eventhub terminated client session/, $offset);

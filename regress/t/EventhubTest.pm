@@ -1,39 +1,8 @@
-# Copyright: the eventhub authors.  Written for eventhub's TAP suites.
-
-=pod
-
-=head1 NAME
-
-EventhubTest - what eventhub's TAP tests share
-
-=head1 SYNOPSIS
-
-  use EventhubTest;
-  use Test::More;
-
-  my $node = eventhub_node('primary', maintenance_interval => '100ms');
-  publish($node, 'acme', 3);
-  my $w = start_watch($node->connstr('postgres'), '--org', 'acme', '--after', '0');
-  wait_for(what => 'three events', watch => $w, lines => 3) or die;
-  wait_for_maintenance($node);
-  grant_bundle($node, 'postgres', reader => 'regress_reader');
-
-=head1 DESCRIPTION
-
-In the shape of pg_rewind's RewindTest.pm: the files under regress/t read as
-scenarios, and what they all need is written here once: a node with eventhub
-preloaded and created, the paths of the built tree, publishing, the CLI and
-its watcher, one wait on a condition, maintenance triggered or waited for
-(never slept for), and the role bundles of docs/operations.md, read from
-that page so that the documentation and the tests cannot drift apart.
-
-Every wait ends on a condition; its bound is derived from
-$PostgreSQL::Test::Utils::timeout_default (PG_TEST_TIMEOUT_DEFAULT), so it
-only turns a hang into a failure and never decides a result on a busy
-machine.
-
-=cut
-
+# EventhubTest: what eventhub's TAP suites share, in the shape of pg_rewind's
+# RewindTest.pm: a node with eventhub, the built tree's paths, publishing, the
+# CLI and its watcher, one wait on a condition (bounded by timeout_default, so
+# it only turns a hang into a failure), maintenance triggered or waited for,
+# and the role bundles of docs/operations.md, read from that page.
 package EventhubTest;
 
 use strict;
@@ -50,18 +19,17 @@ use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(
   $work $cli $libdir $examples
-  eventhub_node eventhub_standby
+  eventhub_node eventhub_node_quiet eventhub_standby
   sql_literal publish publish_sql
-  run_cli start_cli start_watch watch_lines finish_cli
-  start_listener heard notifications_in
+  run_cli start_process start_cli start_watch watch_lines finish_cli
+  start_listener heard notifications_in wait_for_listening
   wait_for
   worker_pid wait_for_worker run_maintenance wait_for_maintenance reload_settings
   role_bundles bundle_sql grant_bundle
 );
 
-# The built tree the suites run from (scripts/test.sh stages it and sets
-# EVENTHUB_WORK), the CLI, the directory of libeventhub and the client's
-# example programs.
+# The staged tree (scripts/test.sh sets EVENTHUB_WORK), the CLI, libeventhub's
+# directory and the client's example programs.
 our $work = $ENV{EVENTHUB_WORK};
 BAIL_OUT('EVENTHUB_WORK is not set: run the suites with make prove_installcheck')
   unless defined $work;
@@ -71,19 +39,12 @@ our $examples = "$work/client/examples";
 
 my $json = JSON::PP->new;
 
-# eventhub_node(NAME, %opt): a started node with eventhub preloaded and
-# CREATE EXTENSION eventhub run.  Options:
-#   database              where the extension is created and the workers run
-#                         (eventhub.database); created if not "postgres"
-#   db_owner              owner of that database (a LOGIN role, created)
-#   maintenance_interval, retention, replica_ttl, stalled_client_timeout:
-#                         the eventhub.* settings of those names
-#   conf                  more postgresql.conf text
-#   preload => 0          without shared_preload_libraries (no workers)
-#   extension => 0        without CREATE EXTENSION
-#   start => 0            initialized only (no database, no extension)
-#   init => {...}         passed to PostgreSQL::Test::Cluster::init
-#                         (allows_streaming, extra, ...)
+# eventhub_node(NAME, %opt): a started node with eventhub preloaded and created.
+# Options: database (eventhub.database, created), db_owner (its owner, a LOGIN
+# role created), maintenance_interval, retention, replica_ttl,
+# stalled_client_timeout (the eventhub.* settings), conf (more
+# postgresql.conf), preload => 0, extension => 0, start => 0 (initialized
+# only), init => {...} (for Cluster::init).
 sub eventhub_node
 {
 	my ($name, %opt) = @_;
@@ -115,22 +76,35 @@ sub eventhub_node
 	return $node;
 }
 
-# eventhub_standby(PRIMARY, NAME): a started hot standby of PRIMARY,
-# streaming from a fresh base backup.
+# eventhub_node_quiet(NAME, %opt): eventhub_node whose worker runs a cycle only
+# when the test makes it (a reload, a restart of the worker): an hour's
+# maintenance_interval, and the extension created once the worker's first
+# look found it missing.  For short retentions that must not race a cycle.
+sub eventhub_node_quiet
+{
+	my ($name, %opt) = @_;
+	my $db = $opt{database} // 'postgres';
+	my $node = eventhub_node($name, %opt, maintenance_interval => '1h', extension => 0);
+	$node->wait_for_log(
+		qr/eventhub background worker is waiting for the extension in database "\Q$db\E"/);
+	$node->safe_psql($db, 'CREATE EXTENSION eventhub');
+	return $node;
+}
+
+# eventhub_standby(PRIMARY, NAME): a started hot standby streaming from a fresh
+# base backup of PRIMARY.
 sub eventhub_standby
 {
 	my ($primary, $name) = @_;
-	my $backup = "for_$name";
-	$primary->backup($backup);
+	$primary->backup("for_$name");
 	my $standby = PostgreSQL::Test::Cluster->new($name);
-	$standby->init_from_backup($primary, $backup, has_streaming => 1);
+	$standby->init_from_backup($primary, "for_$name", has_streaming => 1);
 	$standby->start;
 	return $standby;
 }
 
-# sql_literal(STR): an SQL expression for the text STR (a Perl character
-# string).  A plain quoted literal when STR is printable ASCII; otherwise its
-# UTF-8 bytes in hex, so that no byte of it needs quoting or escaping.
+# sql_literal(STR): an SQL expression for the Perl string STR (NULL if undef):
+# quoted if printable ASCII, else its UTF-8 bytes in hex.
 sub sql_literal
 {
 	my ($str) = @_;
@@ -145,46 +119,39 @@ sub sql_literal
 	return "convert_from('\\x" . unpack('H*', $bytes) . "'::bytea, 'UTF8')";
 }
 
-# publish_sql(ORG, %opt): one statement, ending in ";\n", that publishes one
-# event of ORG.  Options (Perl strings, quoted here): corr (correlation id;
-# NULL by default), event_type ('API'), action ('UPDATE'), entity ('e'),
-# data (JSON text, '{}').
+# The arguments of publish_event after the organization and correlation id.
+sub event_args
+{
+	my (%opt) = @_;
+	return map { sql_literal($_) } $opt{event_type} // 'API', $opt{action} // 'UPDATE',
+	  $opt{entity} // 'e';
+}
+
+# publish_sql(ORG, %opt): "SELECT eventhub.publish_event(...);\n" for one event
+# of ORG.  Options: corr (NULL), event_type ('API'), action ('UPDATE'),
+# entity ('e'), data (JSON text, '{}').
 sub publish_sql
 {
 	my ($org, %opt) = @_;
 	return sprintf("SELECT eventhub.publish_event(%s, %s, %s, %s, %s, %s::jsonb);\n",
-		map { sql_literal($_) } $org,
-		$opt{event_type} // 'API',
-		$opt{action}     // 'UPDATE',
-		$opt{entity}     // 'e',
-		$opt{corr},
-		$opt{data} // '{}');
+		sql_literal($org), event_args(%opt), sql_literal($opt{corr}), sql_literal($opt{data} // '{}'));
 }
 
-# publish(NODE, ORG, N, %opt): publishes N events of ORG in one transaction
-# and returns the last revision.  Options: db ('postgres'), user (publish as
-# that role), tag (correlation ids "TAG-1" .. "TAG-N"; NULL without),
-# event_type, action, entity, data as in publish_sql.
+# publish(NODE, ORG, N, %opt): publishes N events of ORG in one transaction;
+# returns the last revision.  Options: db, user, tag (correlation ids
+# "TAG-1".."TAG-N"), and publish_sql's.
 sub publish
 {
 	my ($node, $org, $n, %opt) = @_;
-	$n //= 1;
 	my $corr = defined $opt{tag} ? sql_literal("$opt{tag}-") . ' || i' : 'NULL';
 	my $sql = sprintf(
-		"SELECT max(eventhub.publish_event(%s, %s, %s, %s, %s, %s::jsonb))"
-		  . " FROM generate_series(1, %d) i",
-		sql_literal($org),
-		sql_literal($opt{event_type} // 'API'),
-		sql_literal($opt{action}     // 'UPDATE'),
-		sql_literal($opt{entity}     // 'e'),
-		$corr,
-		sql_literal($opt{data} // '{}'), $n);
+		"SELECT max(eventhub.publish_event(%s, %s, %s, %s, %s, %s::jsonb)) FROM generate_series(1, %d) i",
+		sql_literal($org), event_args(%opt), $corr, sql_literal($opt{data} // '{}'), $n // 1);
 	return $node->safe_psql($opt{db} // 'postgres', $sql,
 		defined $opt{user} ? (extra_params => [ '-U', $opt{user} ]) : ());
 }
 
-# run_cli(ARGS...): runs the CLI to its end; returns (exit status, stdout,
-# stderr).  Its standard input is empty.
+# run_cli(ARGS...): runs the CLI with empty stdin; returns (status, stdout, stderr).
 sub run_cli
 {
 	my ($out, $err) = ('', '');
@@ -193,43 +160,44 @@ sub run_cli
 	return ($? >> 8, $out, $err);
 }
 
-# start_cli(ARGS..., {opts}?): starts the CLI in the background and returns
-# a handle { h => IPC::Run harness, out => stdout so far, err => stderr so
-# far, in => what is fed to stdin }.  A trailing hash ref may give
-# prefix => [ 'valgrind', ... ] (a command the CLI runs under) and
-# appname => 1 (keep PGAPPNAME; by default it is removed so that the
-# library's fallback application name "eventhub" shows).  A backstop
-# timeout of twice timeout_default kills a CLI that outlives the test.
-sub start_cli
+# start_process([COMMAND...], {opts}?): COMMAND in the background, as { h =>
+# harness, out, err, in (fed to stdin) }, killed after twice timeout_default.
+# Options: prefix => [command it runs under], appname => 1 (keep PGAPPNAME,
+# removed by default so that the library's name "eventhub" shows).
+sub start_process
 {
-	my $opt = ref $_[-1] eq 'HASH' ? pop : {};
+	my ($cmd, $opt) = (@_, {});
 	my $c = { out => '', err => '', in => '' };
 	local %ENV = %ENV;
 	delete $ENV{PGAPPNAME} unless $opt->{appname};
-	$c->{h} = IPC::Run::start([ @{ $opt->{prefix} // [] }, $cli, @_ ],
+	$c->{h} = IPC::Run::start([ @{ $opt->{prefix} // [] }, @$cmd ],
 		'<', \$c->{in}, '>', \$c->{out}, '2>', \$c->{err},
 		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	return $c;
 }
 
-# start_watch(CONNSTR, WATCH_ARGS..., {opts}?): start_cli of
-# "eventhub -d CONNSTR watch WATCH_ARGS...".
+# start_cli(ARGS..., {opts}?): start_process of the CLI.
+sub start_cli
+{
+	my $opt = ref $_[-1] eq 'HASH' ? pop : {};
+	return start_process([ $cli, @_ ], $opt);
+}
+
+# start_watch(CONNSTR, ARGS..., {opts}?): start_cli of "-d CONNSTR watch ARGS".
 sub start_watch
 {
 	my ($connstr, @args) = @_;
 	return start_cli('-d', $connstr, 'watch', @args);
 }
 
-# watch_lines(HANDLE): the complete JSON lines a CLI printed so far,
-# decoded (the last line may still be being written: it is left out).
+# watch_lines(HANDLE): the complete JSON lines it printed so far, decoded.
 sub watch_lines
 {
 	my ($c) = @_;
 	return map { $json->decode($_) } $c->{out} =~ /^(\{.*)\n/mg;
 }
 
-# finish_cli(HANDLE): closes its stdin, waits for it to exit and returns
-# its exit status.
+# finish_cli(HANDLE of start_process): closes stdin, waits; returns its status.
 sub finish_cli
 {
 	my ($c) = @_;
@@ -237,43 +205,31 @@ sub finish_cli
 	return $c->{h}->result(0);
 }
 
-# notifications_in(TEXT): the notifications psql printed in TEXT, in order,
-# as { channel, payload, pid, line } (line: the index of its line in TEXT).
+# notifications_in(TEXT): the notifications psql printed in TEXT, in order, as
+# { channel, payload, pid, line } (line: its index among TEXT's lines).
 sub notifications_in
 {
-	my ($text) = @_;
-	my @lines = split /\n/, $text, -1;
-	my @found;
-	for my $i (0 .. $#lines)
-	{
-		push @found, { channel => $1, payload => $2, pid => $3, line => $i }
-		  if $lines[$i] =~
-		  /^Asynchronous notification "([^"]*)" with payload "(.*)" received from server process with PID (\d+)\.$/;
-	}
-	return @found;
+	my @lines = split /\n/, $_[0], -1;
+	return map {
+		$lines[$_] =~
+		  /^Asynchronous notification "([^"]*)" with payload "(.*)" received from server process with PID (\d+)\.$/
+		  ? { channel => $1, payload => $2, pid => $3, line => $_ }
+		  : ()
+	} 0 .. $#lines;
 }
 
-# start_listener(NODE, %opt): a background psql session that has run
-# LISTEN eventhub and goes on after an error (a refused query is a test's
-# expected outcome).  Options: db ('postgres'), user.  heard() collects what
-# it received.
+# start_listener(NODE, %opt): a background psql (options db, user) that ran
+# LISTEN eventhub and goes on after an error.
 sub start_listener
 {
 	my ($node, %opt) = @_;
-	my $l = {
-		psql => $node->background_psql(
-			$opt{db} // 'postgres',
-			defined $opt{user} ? (extra_params => [ '-U', $opt{user} ]) : (),
-			on_error_stop => 0),
-		heard => []
-	};
-	$l->{psql}->query_safe('LISTEN eventhub');
-	return $l;
+	my $psql = $node->background_psql($opt{db} // 'postgres',
+		defined $opt{user} ? (extra_params => [ '-U', $opt{user} ]) : (), on_error_stop => 0);
+	$psql->query_safe('LISTEN eventhub');
+	return { psql => $psql, heard => [] };
 }
 
-# heard(LISTENER): collects the notifications that arrived since the last
-# call and returns every one heard so far (notifications_in's hashes).
-# Use it as a wait condition: wait_for(until => sub { heard($l) >= 2 }).
+# heard(LISTENER): every notification it heard so far (notifications_in's).
 sub heard
 {
 	my ($l) = @_;
@@ -281,68 +237,48 @@ sub heard
 	return @{ $l->{heard} };
 }
 
-# wait_for(%cond): waits until a condition holds; returns true then, or
-# false (with a diag naming WHAT) once timeout_default seconds have passed
-# or a watched process has exited without it.  It never dies, so the test
-# can assert on the result.  The condition is one of:
-#   until => CODE                     true when done
-#   node => NODE, sql => SQL [, db => DB] [, equals => VALUE]
-#                                     SQL's output (psql -XAtq) is VALUE
-#                                     ('t' by default); errors count as
-#                                     "not yet"
-#   watch => HANDLE, matches => RE    the process's stdout matches RE
-#   watch => HANDLE, lines => N       it printed N complete JSON lines
-#   watch => HANDLE, stderr => RE     its stderr matches RE
-# Other options: what (the label of the diag), timeout (seconds),
-# pump => [ HANDLE, ... ] (more processes to read from while waiting).
+# wait_for_listening(NODE, OFFSET): waits (or dies) until a client that started
+# after byte OFFSET of the log, with its statements logged, sent LISTEN
+# eventhub and then asked for notification tokens: it hears what follows.
+sub wait_for_listening
+{
+	my ($node, $offset) = @_;
+	return $node->wait_for_log(qr/LISTEN eventhub\n.*notification_token/s, $offset);
+}
+
+# wait_for(%cond): true once the condition holds; false, with a diag naming
+# WHAT, after timeout_default seconds or once the watched process exited.
+# Conditions: until => CODE; node => NODE, sql => SQL [, db] [, equals => VALUE
+# ('t')] (errors mean "not yet"); watch => HANDLE with matches => RE, lines => N
+# (JSON lines) or stderr => RE.  Options: what, timeout, pump => [handles].
 sub wait_for
 {
 	my (%w) = @_;
-	my $what = $w{what} // 'condition';
-	my @pump = @{ $w{pump} // [] };
-	push @pump, $w{watch} if $w{watch};
-	my $cond;
-	if ($w{until})
-	{
-		$cond = $w{until};
-	}
-	elsif ($w{node})
-	{
-		my $want = $w{equals} // 't';
-		$cond = sub {
-			my ($out, $err) = ('', '');
-			$w{node}->psql($w{db} // 'postgres', $w{sql}, stdout => \$out, stderr => \$err);
-			return $out eq $want;
-		};
-	}
-	elsif (defined $w{lines})
-	{
-		$cond = sub { scalar(watch_lines($w{watch})) >= $w{lines} };
-	}
-	elsif ($w{matches})
-	{
-		$cond = sub { $w{watch}{out} =~ $w{matches} };
-	}
-	elsif ($w{stderr})
-	{
-		$cond = sub { $w{watch}{err} =~ $w{stderr} };
-	}
-	else
-	{
-		croak 'wait_for: no condition';
-	}
+	my @pump = (@{ $w{pump} // [] }, $w{watch} ? $w{watch} : ());
+	my $c = $w{watch};
+	my $cond =
+	    $w{until} ? $w{until}
+	  : $w{node} ? sub {
+		my ($out, $err) = ('', '');
+		$w{node}->psql($w{db} // 'postgres', $w{sql}, stdout => \$out, stderr => \$err);
+		return $out eq ($w{equals} // 't');
+	  }
+	  : defined $w{lines} ? sub { scalar(watch_lines($c)) >= $w{lines} }
+	  : $w{matches} ? sub { $c->{out} =~ $w{matches} }
+	  : $w{stderr} ? sub { $c->{err} =~ $w{stderr} }
+	  :              croak 'wait_for: no condition';
 
 	my $deadline = time() + ($w{timeout} // $PostgreSQL::Test::Utils::timeout_default);
 	for (;;)
 	{
 		$_->{h}->pump_nb for grep { $_->{h}->pumpable } @pump;
 		return 1 if $cond->();
-		my $gone = $w{watch} && !$w{watch}{h}->pumpable;
+		my $gone = $c && !$c->{h}->pumpable;
 		if ($gone || time() > $deadline)
 		{
-			# one last look at what the processes printed
-			return 1 if $cond->();
-			diag("wait_for: $what: " . ($gone ? 'the process exited first' : 'timed out'));
+			return 1 if $cond->();    # one last look at what they printed
+			diag('wait_for: ' . ($w{what} // 'condition') . ': '
+				  . ($gone ? 'the process exited first' : 'timed out'));
 			diag("stdout: $_->{out}\nstderr: $_->{err}") for @pump;
 			return 0;
 		}
@@ -350,58 +286,50 @@ sub wait_for
 	}
 }
 
-# worker_pid(NODE, %opt): the pid of the maintenance worker, '' if none.
-# Options: db (its database; any by default).
+# The maintenance worker's row of pg_stat_activity (in db, other than not).
+sub worker_where
+{
+	my (%opt) = @_;
+	return "backend_type = 'eventhub maintenance'"
+	  . (defined $opt{db} ? ' AND datname = ' . sql_literal($opt{db}) : '')
+	  . (defined $opt{not} ? " AND pid <> $opt{not}" : '');
+}
+
+# worker_pid(NODE, %opt): the maintenance worker's pid ('' if none); option db.
 sub worker_pid
 {
 	my ($node, %opt) = @_;
-	my $where = "backend_type = 'eventhub maintenance'";
-	$where .= ' AND datname = ' . sql_literal($opt{db}) if defined $opt{db};
-	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $where");
+	return $node->safe_psql('postgres',
+		'SELECT pid FROM pg_stat_activity WHERE ' . worker_where(db => $opt{db}));
 }
 
-# wait_for_worker(NODE, %opt): waits until one maintenance worker is
-# connected (to db, when given) and, with not => PID, is not that one (a
-# restarted worker); returns its pid, or dies.
+# wait_for_worker(NODE, %opt): waits until one maintenance worker is connected
+# (to db) and, with not => PID, is another one; returns its pid, or dies.
 sub wait_for_worker
 {
 	my ($node, %opt) = @_;
-	my $where = "backend_type = 'eventhub maintenance'";
-	$where .= ' AND datname = ' . sql_literal($opt{db}) if defined $opt{db};
-	$where .= " AND pid <> $opt{not}" if defined $opt{not};
-	wait_for(
-		what => 'the maintenance worker',
-		node => $node,
-		sql  => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $where")
+	my $where = worker_where(%opt);
+	wait_for(what => 'the maintenance worker', node => $node,
+		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $where")
 	  or die 'the maintenance worker did not start';
 	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $where");
 }
 
-# The superuser's preamble in a database whose owner may have planted
-# settings (ALTER DATABASE ... SET role, search_path).
+# A superuser's preamble in a database whose owner may have planted settings.
 my $su = "SET ROLE NONE; SET search_path = pg_catalog, public;\n";
 
-# run_maintenance(NODE, %opt): runs one maintenance cycle now, in a session
-# of its own (eventhub.run_maintenance()); returns the number of events it
-# deleted.  The deterministic way to apply retention: a test that needs
-# retention to have run calls this instead of waiting for the worker.
-# Options: db ('postgres').
+# run_maintenance(NODE, %opt): runs one cycle now (eventhub.run_maintenance()
+# in db); returns the number of events it deleted.
 sub run_maintenance
 {
 	my ($node, %opt) = @_;
 	return $node->safe_psql($opt{db} // 'postgres', "${su}SELECT eventhub.run_maintenance()");
 }
 
-# wait_for_maintenance(NODE, %opt): waits until the maintenance worker has
-# run a cycle that started after this call, so that every event that was
-# expired when it was called is gone (those kept for a live replica
-# excepted).  How: it writes a marker event (organization
-# "eventhub-test-marker", with no head in organization_states, nothing
-# announced) dated a millisecond past the retention, then waits for the
-# worker to delete it; the worker deletes the oldest first, so the marker
-# goes last of what was expired.  Needs a short eventhub.maintenance_interval.
-# Options: db (the worker's database, 'postgres'), cycles (how many such
-# cycles in a row, 1).  Returns true, or false after timeout_default.
+# wait_for_maintenance(NODE, %opt): true once the worker (of db) has run
+# `cycles` (1) cycles that started after the call, so that what had expired is
+# gone: it writes a marker event just past the retention and waits for its
+# deletion (oldest go first).  False after timeout_default.
 my $marker_seq = 0;
 
 sub wait_for_maintenance
@@ -418,49 +346,38 @@ SELECT 'eventhub-test-marker', $marker_seq, gen_random_uuid(), t, t, 'API', 'UPD
   FROM (SELECT clock_timestamp() - current_setting('eventhub.retention')::interval
                - interval '1 millisecond' AS t) s;
 COMMIT;});
-		wait_for(
-			what => "a maintenance cycle (marker $corr)",
-			node => $node,
-			db   => $db,
-			sql  => "${su}SELECT count(*) = 0 FROM eventhub.events"
+		wait_for(what => "a maintenance cycle (marker $corr)", node => $node, db => $db,
+			sql => "${su}SELECT count(*) = 0 FROM eventhub.events"
 			  . " WHERE organization_id = 'eventhub-test-marker' AND correlation_id = '$corr'")
 		  or return 0;
 	}
 	return 1;
 }
 
-# reload_settings(NODE, CONF, %opt): appends CONF to postgresql.conf,
-# reloads, and returns once the new settings are in force: new sessions
-# see them (pg_conf_load_time() moved on) and, unless worker => 0, the
-# maintenance worker has run a cycle with them (two marker cycles: the
-# first may have begun before the worker reloaded).  Options: db (the
-# worker's database), worker.  Returns true, or false after a timeout.
+# reload_settings(NODE, CONF, %opt): appends CONF, reloads, and returns true
+# once new sessions see it and (unless worker => 0) the worker of db ran two
+# marker cycles with it; false after a timeout.
 sub reload_settings
 {
 	my ($node, $conf, %opt) = @_;
 	my $loaded = $node->safe_psql('postgres', 'SELECT pg_conf_load_time()');
 	$node->append_conf('postgresql.conf', "$conf\n");
 	$node->reload;
-	wait_for(
-		what => 'the reload',
-		node => $node,
-		sql  => "SELECT pg_conf_load_time() > '$loaded'")
+	wait_for(what => 'the reload', node => $node, sql => "SELECT pg_conf_load_time() > '$loaded'")
 	  or return 0;
 	return 1 unless $opt{worker} // 1;
 	return wait_for_maintenance($node, db => $opt{db}, cycles => 2);
 }
 
-# role_bundles(): the GRANT bundles documented in docs/operations.md (its
-# "## Roles" section's SQL block), as { kind => SQL }: publisher, reader,
-# operator, maintainer, admin; in each SQL the role is "gateway_KIND".  The
-# page is the one source: the tests grant what it documents.
+# role_bundles(): { KIND => SQL }, the GRANTs of the SQL block under "## Roles"
+# in docs/operations.md, each to "gateway_KIND" (publisher, reader, operator,
+# maintainer, admin).
 my %bundles;
 
 sub role_bundles
 {
 	return {%bundles} if %bundles;
-	my $page = slurp_file("$work/docs/operations.md");
-	my ($block) = $page =~ /^## Roles\n.*?^```sql\n(.*?)^```/ms
+	my ($block) = slurp_file("$work/docs/operations.md") =~ /^## Roles\n.*?^```sql\n(.*?)^```/ms
 	  or croak 'docs/operations.md: no SQL block under "## Roles"';
 	for my $stmt (split /;\s*\n/, $block)
 	{
@@ -473,10 +390,8 @@ sub role_bundles
 	return {%bundles};
 }
 
-# bundle_sql(KIND, ROLE): the documented GRANTs of KIND, as written in
-# docs/operations.md, to ROLE instead of gateway_KIND (quoted unless a plain
-# lower-case name).  regress/sql/security.sql holds the publisher and reader
-# bundles so: index(its text, bundle_sql('reader', 'regress_eh_reader')).
+# bundle_sql(KIND, ROLE): the documented GRANTs of KIND, as written, to ROLE
+# (quoted unless a plain lower-case name).
 sub bundle_sql
 {
 	my ($kind, $role) = @_;
@@ -487,8 +402,8 @@ sub bundle_sql
 	return $sql;
 }
 
-# grant_bundle(NODE, DB, KIND => ROLE, ...): grants each ROLE the bundle
-# KIND as documented (creating ROLE as a LOGIN role if it does not exist).
+# grant_bundle(NODE, DB, KIND => ROLE, ...): grants each ROLE (created as a
+# LOGIN role if missing) the documented bundle KIND.
 sub grant_bundle
 {
 	my ($node, $db, @pairs) = @_;
@@ -501,45 +416,5 @@ sub grant_bundle
 	}
 	return $node->safe_psql($db, "$su$sql");
 }
-
-# --- added by tests2 ---
-
-push @EXPORT, qw(eventhub_node_quiet);
-
-# eventhub_node_quiet(NAME, %opt): eventhub_node (same options) whose
-# maintenance worker runs only when the test makes it: at a reload (SIGHUP:
-# the worker reloads, then runs a cycle and a look for stalled clients at
-# once) or at a restart of the worker.  Its eventhub.maintenance_interval is
-# an hour, and the extension is created only once the worker's first look
-# has found it missing, so that no cycle of its own can fall in the middle
-# of the test: whatever eventhub.retention and eventhub.replica_ttl are,
-# events and replicas go when run_maintenance() (or such a trigger) says.
-# Added for 005 and 007, whose short retention raced the worker's cycle.
-sub eventhub_node_quiet
-{
-	my ($name, %opt) = @_;
-	my $db = $opt{database} // 'postgres';
-	my $node = eventhub_node($name, %opt, maintenance_interval => '1h', extension => 0);
-	$node->wait_for_log(
-		qr/eventhub background worker is waiting for the extension in database "\Q$db\E"/);
-	$node->safe_psql($db, 'CREATE EXTENSION eventhub');
-	return $node;
-}
-# --- added by tests3 ---
-
-# wait_for_listening(NODE, OFFSET): waits until a client that started after
-# byte OFFSET of NODE's log, and whose statements the server logs
-# (log_statement = all, the test default, or options='-c log_statement=all'
-# in its conninfo), follows: it has sent LISTEN eventhub and then asked for
-# notification tokens, in the query that reads its heads (a subscription
-# from the head starts there) or, with --all, right after it.  What is
-# published from then on reaches it by notification.  Dies after
-# timeout_default.  For 010, 012 and 016.
-sub wait_for_listening
-{
-	my ($node, $offset) = @_;
-	return $node->wait_for_log(qr/LISTEN eventhub\n.*notification_token/s, $offset);
-}
-push @EXPORT, 'wait_for_listening';
 
 1;
