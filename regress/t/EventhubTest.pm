@@ -29,8 +29,9 @@ our @EXPORT = qw(
 );
 
 # The staged tree (scripts/test.sh sets EVENTHUB_WORK), the CLI, libeventhub's
-# directory and the client's example programs.
-our $work = $ENV{EVENTHUB_WORK};
+# directory and the client's example programs; under perl -c, a syntax
+# check, the current directory stands in for it.
+our $work = $ENV{EVENTHUB_WORK} // ($^C ? '.' : undef);
 BAIL_OUT('EVENTHUB_WORK is not set: run the suites with make prove_installcheck')
   unless defined $work;
 our $cli      = "$work/client/eventhub";
