@@ -57,6 +57,24 @@ static Oid	write_caller = InvalidOid;
 static int	write_caller_sec = 0;
 
 /*
+ * Ends what EventhubAsOwner started (its outermost call opened nestlevel;
+ * the others pass -1), committing or abandoning the pinned settings, and
+ * puts back the depth and the caller saved when it began.
+ */
+static void
+PutBackCaller(int nestlevel, bool commit, int depth, Oid caller, int caller_sec)
+{
+	if (nestlevel >= 0)
+	{
+		AtEOXact_GUC(commit, nestlevel);
+		SetUserIdAndSecContext(write_caller, write_caller_sec);
+	}
+	write_depth = depth;
+	write_caller = caller;
+	write_caller_sec = caller_sec;
+}
+
+/*
  * Runs work(arg) with writing eventhub's tables allowed, as the extension's
  * owner, in the shape of analyze.c's switch to a table's owner: eventhub's
  * functions are SECURITY INVOKER, so that the role they check is the one
@@ -105,26 +123,12 @@ EventhubAsOwner(EventhubOwnerWork work, void *arg)
 		 * The (sub)transaction's abort would put the user id and the
 		 * settings back too; the depth is this file's alone.
 		 */
-		if (nestlevel >= 0)
-		{
-			AtEOXact_GUC(false, nestlevel);
-			SetUserIdAndSecContext(write_caller, write_caller_sec);
-		}
-		write_depth = saved_depth;
-		write_caller = saved_caller;
-		write_caller_sec = saved_caller_sec;
+		PutBackCaller(nestlevel, false, saved_depth, saved_caller, saved_caller_sec);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	if (nestlevel >= 0)
-	{
-		AtEOXact_GUC(true, nestlevel);
-		SetUserIdAndSecContext(write_caller, write_caller_sec);
-	}
-	write_depth = saved_depth;
-	write_caller = saved_caller;
-	write_caller_sec = saved_caller_sec;
+	PutBackCaller(nestlevel, true, saved_depth, saved_caller, saved_caller_sec);
 }
 
 typedef struct ExecuteArgs
