@@ -47,7 +47,7 @@ main(int argc, char **argv)
 	eh_set_event_callback(client, on_event, NULL);
 	eh_set_resync_callback(client, on_resync, NULL);
 	for (int i = 2; i < argc; i++)
-		eh_subscribe(client, argv[i], 0);	/* 0: all kept history; EH_FROM_HEAD: new events only */
+		eh_subscribe(client, argv[i], 0);	/* 0: from the first event (a resync if retention removed it); EH_FROM_HEAD: new only */
 
 	if (eh_connect(client) != EH_OK)
 	{
