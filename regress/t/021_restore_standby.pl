@@ -4,6 +4,7 @@
 #   1. A plain pg_restore by a superuser, without turning the write guard
 #      off, restores every event, head and grant; publishing goes on from the
 #      restored head, and a consumer at its stored cursor reads on.
+#      A non-superuser's restore as docs/upgrading.md prescribes does too.
 #   2. On a hot standby, reading works; LISTEN fails with 25006 and leaves
 #      the session usable; a heartbeat is refused up front with 25006 and a
 #      message of its own, not from inside eventhub's INSERT.
@@ -49,6 +50,46 @@ is(publish($primary, 'acme', 1, db => 'restored'), '4', 'publishing goes on from
 	        event_type, action, entity_id, 'c9', event_data FROM eventhub.events WHERE revision = 1");
 like($stderr, qr/cannot insert into table eventhub\.events directly/,
 	'outside the restore, the superuser\'s direct write is still refused');
+
+# 1b. A restore by the database's owner, who is no superuser: the two runs of
+# pg_restore that docs/upgrading.md prescribes, read from the page and run
+# as written, but for the names of the dump and the database.
+$primary->safe_psql('postgres', q{
+	CREATE ROLE app LOGIN;
+	CREATE DATABASE gateway OWNER app;
+	CREATE DATABASE gateway2 OWNER app;
+});
+$primary->safe_psql('gateway', q{
+	CREATE EXTENSION eventhub;
+	SELECT eventhub.grant_organization('reader', 'acme', 'read');
+	GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) TO reader;
+	SET ROLE app;
+	CREATE TABLE apis (id text PRIMARY KEY, spec jsonb);
+	INSERT INTO apis VALUES ('a1', '{"v": 1}'), ('a2', '{"v": 2}');
+});
+publish($primary, 'acme', 2, db => 'gateway');
+my $gateway_sql = "SELECT (SELECT string_agg(id || spec::text, ',' ORDER BY id) FROM apis) || ' | '
+	|| (SELECT string_agg(organization_id || revision || version_id, ',') FROM eventhub.organization_states) || ' | '
+	|| (SELECT string_agg(organization_id || revision || version_id || correlation_id, ',' ORDER BY revision) FROM eventhub.events) || ' | '
+	|| (SELECT string_agg(grantee || organization_id || privilege, ',') FROM eventhub.organization_grants) || ' | '
+	|| has_function_privilege('reader', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE')";
+my $gateway = $primary->safe_psql('gateway', $gateway_sql);
+my ($steps) = slurp_file("$work/docs/upgrading.md") =~ /\*\*A role that is not a superuser\*\*.*?```sh\n(.*?)```/s
+  or BAIL_OUT('docs/upgrading.md: no non-superuser restore');
+$steps =~ s/-d gateway /-d gateway2 /g;
+my $superuser = $primary->safe_psql('postgres', 'SELECT current_user');
+$steps =~ s/-U postgres /-U $superuser /g;
+$primary->command_ok([ 'pg_dump', '-Fc', '-f', "$PostgreSQL::Test::Utils::tmp_check/gateway.dump", '-d', $primary->connstr('gateway') ],
+	'pg_dump of a database owned by app');
+{
+	local $ENV{PGHOST} = $primary->host;
+	local $ENV{PGPORT} = $primary->port;
+	ok(IPC::Run::run([ 'bash', '-e', '-c', "cd $PostgreSQL::Test::Utils::tmp_check && $steps" ], '>', \$stdout, '2>', \$stderr),
+		'the non-superuser restore of docs/upgrading.md succeeds as written') or diag($stderr);
+}
+is($primary->safe_psql('gateway2', $gateway_sql), $gateway,
+	'it restores the application\'s tables, heads, events, organization grants and grants on eventhub\'s functions');
+is(publish($primary, 'acme', 1, db => 'gateway2'), '3', 'and publishing goes on there');
 
 # 2. A hot standby.
 my $standby = eventhub_standby($primary, 'standby');
