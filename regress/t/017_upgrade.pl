@@ -89,8 +89,8 @@ ok(wait_for(what => 'the worker', node => $node,
 		sql => "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'eventhub%' AND datname = 'postgres'"),
 	'0.1.0 publishes, and its worker runs');
 
-my $heads_sql = "SELECT string_agg(organization || ' ' || revision || ' ' || version_id, ', ' ORDER BY 1)
-	FROM eventhub.organization_states";
+my $heads_sql = "SELECT string_agg(h, ', ' ORDER BY h)
+	FROM (SELECT organization || ' ' || revision || ' ' || version_id FROM eventhub.organization_states) s(h)";
 my $events_sql = "SELECT count(*) || ' ' || md5(string_agg(organization_id || revision || version_id || event_data::text
 	|| correlation_id, ',' ORDER BY organization_id, revision)) FROM eventhub.events";
 my ($heads, $events) = map { $node->safe_psql('postgres', $_) } $heads_sql, $events_sql;

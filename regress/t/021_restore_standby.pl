@@ -24,7 +24,7 @@ $primary->safe_psql('postgres', q{
 	SELECT eventhub.grant_organization('reader', 'acme', 'read');
 	SELECT eventhub.register_organization('empty');
 });
-my $head_sql = "SELECT string_agg(organization_id || ' ' || revision || ' ' || version_id, ', ' ORDER BY 1)
+my $head_sql = "SELECT string_agg(organization_id || ' ' || revision || ' ' || version_id, ', ' ORDER BY organization_id)
 	FROM eventhub.organization_states";
 my $events_sql = "SELECT count(*) || ' ' || md5(string_agg(organization_id || revision || version_id || correlation_id,
 	',' ORDER BY organization_id, revision)) FROM eventhub.events";
