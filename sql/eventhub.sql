@@ -29,7 +29,8 @@ CREATE TABLE eventhub.organization_states (
     organization_id text COLLATE "C" PRIMARY KEY,
     version_id   uuid NOT NULL,
     revision     bigint NOT NULL,
-    updated_at   timestamptz NOT NULL
+    updated_at   timestamptz NOT NULL,
+    complete_after bigint DEFAULT 0
 ) WITH (fillfactor = 50);
 
 COMMENT ON TABLE eventhub.organization_states IS
@@ -38,6 +39,7 @@ COMMENT ON COLUMN eventhub.organization_states.organization_id IS 'Organization 
 COMMENT ON COLUMN eventhub.organization_states.version_id IS 'Rotated to a new random UUID by every event; equals the version_id of the head event.';
 COMMENT ON COLUMN eventhub.organization_states.revision IS 'Head revision: the highest revision ever assigned in this organization. Retention never lowers it.';
 COMMENT ON COLUMN eventhub.organization_states.updated_at IS 'When the organization was registered or last published to.';
+COMMENT ON COLUMN eventhub.organization_states.complete_after IS 'N: every entity''s latest event above revision N is kept, so the entities'' latest events are the organization''s full state; 0 for a new organization. NULL: retention may have removed an entity''s latest event (an organization whose events were removed before 0.4.0), and a snapshot is refused until eventhub.declare_full_state().';
 
 CREATE TABLE eventhub.events (
     organization_id      text COLLATE "C" NOT NULL,
@@ -45,11 +47,12 @@ CREATE TABLE eventhub.events (
     version_id           uuid NOT NULL,
     processed_timestamp  timestamptz NOT NULL,
     originated_timestamp timestamptz NOT NULL,
-    event_type           text NOT NULL,
+    event_type           text COLLATE "C" NOT NULL,
     action               text NOT NULL,
-    entity_id            text NOT NULL,
+    entity_id            text COLLATE "C" NOT NULL,
     correlation_id       text COLLATE "C" NOT NULL,
     event_data           jsonb NOT NULL,
+    transaction_first_revision bigint,
     CONSTRAINT events_pkey PRIMARY KEY (organization_id, revision),
     CONSTRAINT events_organization_id_correlation_id_key UNIQUE (organization_id, correlation_id)
 );
@@ -57,6 +60,13 @@ CREATE TABLE eventhub.events (
 -- Retention deletes by age; this index lets it find expired events without
 -- scanning the table.
 CREATE INDEX events_processed_timestamp_idx ON eventhub.events (processed_timestamp);
+
+-- Each entity's events in revision order: the latest is the last one of its
+-- (organization_id, event_type, entity_id) group.  Snapshots page through it
+-- by (event_type, entity_id), and retention asks it whether an event has a
+-- newer one.  event_type and entity_id compare byte by byte, as the index
+-- orders them.
+CREATE INDEX events_entity_idx ON eventhub.events (organization_id, event_type, entity_id, revision);
 
 COMMENT ON TABLE eventhub.events IS
 'The event log. Per organization, revisions are gapless and become visible in revision order. Write it only through eventhub.publish_event(); read it through eventhub.events_since().';
@@ -70,6 +80,7 @@ COMMENT ON COLUMN eventhub.events.action IS 'CREATE, UPDATE or DELETE.';
 COMMENT ON COLUMN eventhub.events.entity_id IS 'Id of the entity that changed.';
 COMMENT ON COLUMN eventhub.events.correlation_id IS 'Idempotency key, unique within the organization. Publishing the same event again with it returns the original revision.';
 COMMENT ON COLUMN eventhub.events.event_data IS 'The change itself, as JSON. Never sent in notifications.';
+COMMENT ON COLUMN eventhub.events.transaction_first_revision IS 'Revision of the first event the publishing transaction wrote in this organization: one transaction''s events have consecutive revisions and share it. NULL for an event published before 0.4.0, which counts as its own transaction.';
 
 -- Keep the data in pg_dump output: these tables hold user data, not
 -- configuration that CREATE EXTENSION recreates.

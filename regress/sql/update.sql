@@ -1,7 +1,8 @@
--- ALTER EXTENSION eventhub UPDATE from the previous release (0.2.0): the
--- library refuses the database until it has run, and afterwards the
--- catalog is the one a fresh installation has, privileges and comments
--- included.  (regress/t/017_upgrade.pl goes from 0.1.0 under load.)
+-- ALTER EXTENSION eventhub UPDATE from the previous releases (0.3.0, and
+-- 0.2.0 through it): the library refuses the database until it has run,
+-- and afterwards the catalog is the one a fresh installation has,
+-- privileges and comments included.  (regress/t/017_upgrade.pl goes from
+-- 0.1.0 under load.)
 
 -- Every object of the extension, one line each, with what defines it
 -- (checked when called: the schema does not exist yet).
@@ -69,23 +70,72 @@ SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
 ALTER EXTENSION eventhub UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'eventhub';
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
-CREATE TEMP TABLE updated AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
+CREATE TEMP TABLE updated_from_020 AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
+DROP EXTENSION eventhub;
+
+-- From 0.3.0, with events written as 0.3.0 left them (this library refuses
+-- to publish into 0.3.0's objects, hence the guard off): "whole" holds
+-- every event up to its head, "cut" lost revisions 1 and 2 to retention,
+-- "gap" lost revision 2 only, "empty" never published.
+CREATE EXTENSION eventhub VERSION '0.3.0';
+-- Refused as well.
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
+SET eventhub.protect_tables = off;
+INSERT INTO eventhub.organization_states (organization_id, version_id, revision, updated_at)
+SELECT o, gen_random_uuid(), h, now() FROM (VALUES ('whole', 2), ('cut', 3), ('gap', 3), ('empty', 0)) v(o, h);
+INSERT INTO eventhub.events (organization_id, revision, version_id, processed_timestamp, originated_timestamp,
+                             event_type, action, entity_id, correlation_id, event_data)
+SELECT o, r, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'a' || r, 'c' || r, '{}'
+  FROM (VALUES ('whole', 1), ('whole', 2), ('cut', 3), ('gap', 1), ('gap', 3)) v(o, r);
+UPDATE eventhub.organization_states s SET version_id = e.version_id
+  FROM eventhub.events e WHERE e.organization_id = s.organization_id AND e.revision = s.revision;
+RESET eventhub.protect_tables;
+CREATE TEMP TABLE files_before AS
+SELECT pg_relation_filenode('eventhub.events') AS events, pg_relation_filenode('eventhub.organization_states') AS states;
+-- A warning counts the organizations that lost events.
+ALTER EXTENSION eventhub UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'eventhub';
+-- Neither table was rewritten: the collation change and the new columns
+-- only changed the catalog.
+SELECT pg_relation_filenode('eventhub.events') = events AS events_kept,
+       pg_relation_filenode('eventhub.organization_states') = states AS states_kept
+  FROM files_before;
+-- complete_after is NULL exactly where events were removed; every event
+-- from before the update has no transaction_first_revision.
+SELECT organization_id, revision, complete_after FROM eventhub.organization_states ORDER BY 1;
+SELECT count(*) AS events, count(transaction_first_revision) AS with_first_revision FROM eventhub.events;
+SELECT attname, collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+ WHERE a.attrelid = 'eventhub.events'::regclass AND attname IN ('event_type', 'entity_id') ORDER BY 1;
+-- The old events read through events_since, with the new column at the end;
+-- publishing goes on, and a new organization starts complete.
+SELECT revision, event_type, entity_id, transaction_first_revision FROM eventhub.events_since('whole', 0);
+SELECT eventhub.publish_event('whole', 'API', 'UPDATE', 'a1', 'c3', '{}');
+SELECT eventhub.publish_event('new', 'API', 'CREATE', 'a1', 'c1', '{}');
+SELECT organization_id, revision, complete_after FROM eventhub.organization_states
+ WHERE organization_id IN ('whole', 'new') ORDER BY 1;
+CREATE TEMP TABLE updated_from_030 AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
 DROP EXTENSION eventhub;
 
 CREATE EXTENSION eventhub;
 CREATE TEMP TABLE fresh AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
 DROP EXTENSION eventhub;
 
--- Nothing differs.
-SELECT 'only after the update' AS "where", line FROM (TABLE updated EXCEPT ALL TABLE fresh) u
+-- Nothing differs, from either release.
+SELECT 'only after the update from 0.2.0' AS "where", line FROM (TABLE updated_from_020 EXCEPT ALL TABLE fresh) u
 UNION ALL
-SELECT 'only in a fresh installation', line FROM (TABLE fresh EXCEPT ALL TABLE updated) f
+SELECT 'only in a fresh installation, not from 0.2.0', line FROM (TABLE fresh EXCEPT ALL TABLE updated_from_020) f
+UNION ALL
+SELECT 'only after the update from 0.3.0', line FROM (TABLE updated_from_030 EXCEPT ALL TABLE fresh) u
+UNION ALL
+SELECT 'only in a fresh installation, not from 0.3.0', line FROM (TABLE fresh EXCEPT ALL TABLE updated_from_030) f
 ORDER BY 1, 2;
 -- And the comparison saw the objects: functions, tables, triggers, grants,
--- initial privileges.
+-- initial privileges, and the new columns and index.
 SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
        count(*) FILTER (WHERE line LIKE 'relation %' AND line LIKE '% kind=r %') AS tables,
        count(*) FILTER (WHERE line LIKE 'trigger %') AS triggers,
        count(*) FILTER (WHERE line LIKE 'initial privileges %') AS initial_privileges,
-       count(*) FILTER (WHERE line LIKE 'function eventhub.cleanup_events(text,bigint) %') AS new_function
+       count(*) FILTER (WHERE line LIKE 'column eventhub.events.transaction_first_revision %'
+                           OR line LIKE 'column eventhub.organization_states.complete_after %'
+                           OR line LIKE 'index CREATE INDEX events_entity_idx %') AS new_objects
   FROM fresh;

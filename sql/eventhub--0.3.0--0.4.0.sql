@@ -1,0 +1,56 @@
+-- eventhub 0.3.0 -> 0.4.0.  Run by ALTER EXTENSION eventhub UPDATE.
+--
+-- New: each entity's latest event is kept (compaction), snapshots of an
+-- organization's entities, and transaction boundaries in the event log.
+-- The schema side: events.event_type and entity_id compare byte by byte,
+-- events gain transaction_first_revision and the index events_entity_idx,
+-- organization_states gains complete_after.  A database updated from 0.3.0
+-- (or, through it, from 0.2.0) and a fresh 0.4.0 installation have the same
+-- catalog (regress/sql/update.sql checks it).
+
+\echo Use "ALTER EXTENSION eventhub UPDATE TO '0.4.0'" to load this file. \quit
+
+-- The type stays text, so changing the collation rewrites nothing (the
+-- table keeps its files; update.sql checks it): no index names these two
+-- columns yet.  The new column has no default: adding it rewrites nothing
+-- either, and the events already published keep NULL, "its own
+-- transaction".  ACCESS EXCLUSIVE on events until the update commits.
+ALTER TABLE eventhub.events
+    ALTER COLUMN event_type TYPE text COLLATE "C",
+    ALTER COLUMN entity_id TYPE text COLLATE "C",
+    ADD COLUMN transaction_first_revision bigint;
+
+COMMENT ON COLUMN eventhub.events.transaction_first_revision IS 'Revision of the first event the publishing transaction wrote in this organization: one transaction''s events have consecutive revisions and share it. NULL for an event published before 0.4.0, which counts as its own transaction.';
+
+-- Built inside the update (an extension script cannot build it
+-- CONCURRENTLY): publishers wait for it, about a second or two per million
+-- events.
+CREATE INDEX events_entity_idx ON eventhub.events (organization_id, event_type, entity_id, revision);
+
+-- A constant default: existing rows read 0 without a rewrite.
+ALTER TABLE eventhub.organization_states ADD COLUMN complete_after bigint DEFAULT 0;
+
+COMMENT ON COLUMN eventhub.organization_states.complete_after IS 'N: every entity''s latest event above revision N is kept, so the entities'' latest events are the organization''s full state; 0 for a new organization. NULL: retention may have removed an entity''s latest event (an organization whose events were removed before 0.4.0), and a snapshot is refused until eventhub.declare_full_state().';
+
+-- Before 0.4.0 revisions are gapless and only retention and cleanup_events
+-- remove events, so an organization holding fewer events than its head
+-- revision lost some, possibly an entity's only event: its snapshot would
+-- miss that entity.  Such organizations start without the promise.  A
+-- WARNING, not a NOTICE: PostgreSQL runs an extension's script with
+-- client_min_messages and log_min_messages at WARNING at least, so a NOTICE
+-- would reach neither the operator nor the server log.
+DO $$
+DECLARE
+    cut bigint;
+BEGIN
+    UPDATE eventhub.organization_states s SET complete_after = NULL
+     WHERE s.revision OPERATOR(pg_catalog.>)
+           (SELECT pg_catalog.count(*) FROM eventhub.events e
+             WHERE e.organization_id OPERATOR(pg_catalog.=) s.organization_id);
+    GET DIAGNOSTICS cut = ROW_COUNT;
+    IF cut OPERATOR(pg_catalog.>) 0 THEN
+        RAISE WARNING '% organizations lost events before 0.4.0: their snapshots are refused until eventhub.declare_full_state()', cut
+            USING HINT = 'For each of them (organization_states.complete_after IS NULL): read its head revision, publish the full state of every live entity, then call eventhub.declare_full_state(organization_id, that head revision).';
+    END IF;
+END
+$$;
