@@ -61,6 +61,36 @@ SELECT evtname, evtevent, evttags, evtenabled, evtfoid::regproc
 -- The data tables are dumped by pg_dump.
 SELECT extconfig::regclass[] FROM pg_extension WHERE extname = 'eventhub';
 
+-- event_type and entity_id compare byte by byte whatever the database's
+-- collation ('B' < 'a', UTF-8 bytes after ASCII), and events_entity_idx
+-- returns each entity's events in that order, revisions ascending, with
+-- no sort.  A new organization's snapshot promise starts at 0 whichever
+-- way it was created; publishing leaves it there.
+SELECT eventhub.register_organization('registered') IS NOT NULL AS registered;
+SELECT eventhub.publish_event('keys', t, 'CREATE', e, NULL, '{}')
+  FROM (VALUES ('api', 'b'), ('API', 'a'), ('api', 'B'), ('API', 'é'), ('API', 'a'), ('api', 'a')) v(t, e);
+SELECT organization_id, revision, complete_after FROM eventhub.organization_states ORDER BY 1;
+CREATE FUNCTION pg_temp.plan_of(query text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+    plan text := '';
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+        plan := plan || line || ' ';
+    END LOOP;
+    RETURN plan;
+END
+$$;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT plan LIKE '%events_entity_idx%' AS uses_entity_index, plan NOT LIKE '%Sort%' AS without_sort
+  FROM pg_temp.plan_of($$SELECT event_type, entity_id, revision FROM eventhub.events
+                        WHERE organization_id = 'keys' ORDER BY event_type, entity_id, revision$$) plan;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT event_type, entity_id, revision FROM eventhub.events
+ WHERE organization_id = 'keys' ORDER BY event_type, entity_id, revision;
+
 -- Uninstalling leaves nothing behind.
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-1', NULL, '{}');
 DROP EXTENSION eventhub;
