@@ -27,27 +27,35 @@ COMMENT ON COLUMN eventhub.events.transaction_first_revision IS 'Revision of the
 -- events.
 CREATE INDEX events_entity_idx ON eventhub.events (organization_id, event_type, entity_id, revision);
 
--- A constant default: existing rows read 0 without a rewrite.
-ALTER TABLE eventhub.organization_states ADD COLUMN complete_after bigint DEFAULT 0;
+-- Added without a default and filled below, so that the catalog is a fresh
+-- installation's: ADD COLUMN ... DEFAULT 0 would keep 0 as the column's
+-- "missing value" (pg_attribute.attmissingval), which a fresh table has
+-- not and pg_dump --binary-upgrade carries (017_upgrade.pl compares its
+-- output).  Neither statement rewrites the table.
+ALTER TABLE eventhub.organization_states ADD COLUMN complete_after bigint;
+ALTER TABLE eventhub.organization_states ALTER COLUMN complete_after SET DEFAULT 0;
 
 COMMENT ON COLUMN eventhub.organization_states.complete_after IS 'N: every entity''s latest event above revision N is kept, so the entities'' latest events are the organization''s full state; 0 for a new organization. NULL: retention may have removed an entity''s latest event (an organization whose events were removed before 0.4.0), and a snapshot is refused until eventhub.declare_full_state().';
 
--- Before 0.4.0 revisions are gapless and only retention and cleanup_events
+-- Every organization starts complete (0), except those that lost events:
+-- before 0.4.0 revisions are gapless and only retention and cleanup_events
 -- remove events, so an organization holding fewer events than its head
--- revision lost some, possibly an entity's only event: its snapshot would
--- miss that entity.  Such organizations start without the promise.  A
--- WARNING, not a NOTICE: PostgreSQL runs an extension's script with
--- client_min_messages and log_min_messages at WARNING at least, so a NOTICE
--- would reach neither the operator nor the server log.
+-- revision lost some, possibly an entity's only event, and its snapshot
+-- would miss that entity; those get NULL.  One UPDATE of every
+-- organization's row (HOT: no index names the column).  A WARNING, not a
+-- NOTICE: PostgreSQL runs an extension's script with client_min_messages
+-- and log_min_messages at WARNING at least, so a NOTICE would reach neither
+-- the operator nor the server log.
 DO $$
 DECLARE
     cut bigint;
 BEGIN
-    UPDATE eventhub.organization_states s SET complete_after = NULL
-     WHERE s.revision OPERATOR(pg_catalog.>)
-           (SELECT pg_catalog.count(*) FROM eventhub.events e
-             WHERE e.organization_id OPERATOR(pg_catalog.=) s.organization_id);
-    GET DIAGNOSTICS cut = ROW_COUNT;
+    UPDATE eventhub.organization_states s
+       SET complete_after = CASE WHEN s.revision OPERATOR(pg_catalog.>)
+                                      (SELECT pg_catalog.count(*) FROM eventhub.events e
+                                        WHERE e.organization_id OPERATOR(pg_catalog.=) s.organization_id)
+                                 THEN NULL ELSE 0 END;
+    SELECT pg_catalog.count(*) INTO cut FROM eventhub.organization_states s WHERE s.complete_after IS NULL;
     IF cut OPERATOR(pg_catalog.>) 0 THEN
         RAISE WARNING '% organizations lost events before 0.4.0: their snapshots are refused until eventhub.declare_full_state()', cut
             USING HINT = 'For each of them (organization_states.complete_after IS NULL): read its head revision, publish the full state of every live entity, then call eventhub.declare_full_state(organization_id, that head revision).';

@@ -22,8 +22,8 @@ SELECT format('relation %s kind=%s options=%s rls=%s acl=%s comment=%s', c.oid::
               c.reloptions, c.relrowsecurity, c.relacl, obj_description(c.oid, 'pg_class'))
   FROM pg_class c WHERE c.relnamespace = 'eventhub'::regnamespace
 UNION ALL
-SELECT format('column %s.%s %s notnull=%s collation=%s default=%s acl=%s comment=%s', a.attrelid::regclass,
-              a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attcollation,
+SELECT format('column %s.%s %s notnull=%s collation=%s missing=%s default=%s acl=%s comment=%s', a.attrelid::regclass,
+              a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attcollation, a.atthasmissing,
               pg_get_expr(ad.adbin, ad.adrelid), a.attacl, col_description(a.attrelid, a.attnum))
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
   LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
