@@ -20,6 +20,7 @@ OBJS = \
 	extension/read.o \
 	extension/replicas.o \
 	extension/retention.o \
+	extension/snapshot.o \
 	extension/worker.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)

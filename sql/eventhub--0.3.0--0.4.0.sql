@@ -37,6 +37,18 @@ ALTER TABLE eventhub.organization_states ALTER COLUMN complete_after SET DEFAULT
 
 COMMENT ON COLUMN eventhub.organization_states.complete_after IS 'N: every entity''s latest event above revision N is kept, so the entities'' latest events are the organization''s full state; 0 for a new organization. NULL: retention may have removed an entity''s latest event (an organization whose events were removed before 0.4.0), and a snapshot is refused until eventhub.declare_full_state().';
 
+-- complete_after: see the column's comment and extension/snapshot.c.
+CREATE FUNCTION eventhub.declare_full_state(organization_id text, after_revision bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'declare_full_state'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.declare_full_state(text, bigint) IS
+'Declares that the organization''s events above after_revision hold the full state of every live entity, and sets its complete_after to after_revision (between 0 and the head revision). Needs the publish privilege. Use it after publishing the full state again, with the head revision read before that.';
+
+REVOKE ALL ON FUNCTION eventhub.declare_full_state(text, bigint) FROM PUBLIC;
+
 -- Every organization starts complete (0), except those that lost events:
 -- before 0.4.0 revisions are gapless and only retention and cleanup_events
 -- remove events, so an organization holding fewer events than its head

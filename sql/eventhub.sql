@@ -145,6 +145,20 @@ COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) IS
 'Returns up to max_events events of an organization with revision > after_revision, in revision order. Raises SQLSTATE ZE001 when events the caller has not seen were removed, ZE002 when after_revision is above the head revision, and ZE003 when the event at after_revision (or the head, at it) has another version than after_version: all three mean "reload the full state".';
 
 --
+-- Snapshots
+--
+
+-- complete_after: see the column's comment and extension/snapshot.c.
+CREATE FUNCTION eventhub.declare_full_state(organization_id text, after_revision bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'declare_full_state'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.declare_full_state(text, bigint) IS
+'Declares that the organization''s events above after_revision hold the full state of every live entity, and sets its complete_after to after_revision (between 0 and the head revision). Needs the publish privilege. Use it after publishing the full state again, with the head revision read before that.';
+
+--
 -- Retention
 --
 
