@@ -9,19 +9,101 @@
  * promise back from its publisher: read the head revision H, publish the
  * full state of every live entity, then declare_full_state(org, H).
  *
- * Still to come here (issue 18, docs in /work/notes/issue18-design.md §2):
- * snapshot_head() and snapshot_entities().
+ * A consumer reads a snapshot in one REPEATABLE READ transaction:
+ * snapshot_head(), then the pages of snapshot_entities() (still to come,
+ * issue 18), then events_since() from that head.  snapshot_head runs as the
+ * caller, with the caller's privileges and row-level security, like
+ * events_since.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/uuid.h"
 
 #include "eventhub.h"
 
 PG_FUNCTION_INFO_V1(declare_full_state);
+PG_FUNCTION_INFO_V1(snapshot_head);
+
+/* Raises ZE004: the organization's latest events are not its full state. */
+static void
+RefuseIncomplete(Datum org)
+{
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '4')),
+			 errmsg("snapshot of organization \"%s\" is incomplete", TextDatumGetCString(org)),
+			 errdetail("Events that were the latest of their entities were removed, before 0.4.0 or with eventhub.compaction off."),
+			 errhint("Reload the state from the application, republish it and call eventhub.declare_full_state().")));
+}
+
+/*
+ * snapshot_head(organization_id, OUT revision, OUT version_id) -> record
+ *
+ * The head a snapshot is read at, in the caller's snapshot: (0, NULL) for
+ * an organization never registered, ZE004 for one whose latest events are
+ * not its full state (complete_after NULL).  Needs the read privilege,
+ * checked before anything is read.
+ */
+Datum
+snapshot_head(PG_FUNCTION_ARGS)
+{
+	static EventhubPlan plan;
+	Oid			argtypes[1] = {TEXTOID};
+	TupleDesc	tupdesc;
+	Datum		org;
+	Datum		values[2];
+	bool		nulls[2] = {false, true};
+	int			ret;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("organization_id must not be null")));
+	org = PG_GETARG_DATUM(0);
+	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
+												   "SELECT s.revision, s.version_id, s.complete_after"
+												   " FROM eventhub.organization_states s"
+												   " WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
+												   1, argtypes),
+						   &org, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
+	values[0] = Int64GetDatum(0);
+	values[1] = (Datum) 0;
+	if (SPI_processed == 1)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		version;
+		pg_uuid_t  *copy;
+
+		(void) SPI_getbinval(tuple, desc, 3, &isnull);
+		if (isnull)
+			RefuseIncomplete(org);
+		values[0] = Int64GetDatum(DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)));
+		version = SPI_getbinval(tuple, desc, 2, &isnull);
+		/* Out of SPI's memory, which SPI_finish frees. */
+		copy = SPI_palloc(sizeof(pg_uuid_t));
+		memcpy(copy, DatumGetUUIDP(version), sizeof(pg_uuid_t));
+		values[1] = UUIDPGetDatum(copy);
+		nulls[1] = false;
+	}
+	SPI_finish();
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
 
 /*
  * declare_full_state(organization_id, after_revision) -> void

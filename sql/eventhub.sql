@@ -148,6 +148,17 @@ COMMENT ON FUNCTION eventhub.events_since(text, bigint, integer, uuid) IS
 -- Snapshots
 --
 
+-- The head a snapshot is read at: see extension/snapshot.c.
+CREATE FUNCTION eventhub.snapshot_head(organization_id text, OUT revision bigint, OUT version_id uuid)
+RETURNS record
+AS 'MODULE_PATHNAME', 'snapshot_head'
+LANGUAGE C STABLE
+SET search_path = pg_catalog, pg_temp;
+-- Runs as the caller, with the caller's privileges and row-level security.
+
+COMMENT ON FUNCTION eventhub.snapshot_head(text) IS
+'Returns the head revision and version id a snapshot of the organization is read at, in the caller''s snapshot: (0, NULL) for an organization never registered. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state (organization_states.complete_after NULL: see eventhub.declare_full_state()). Read it and the snapshot''s pages in one REPEATABLE READ transaction, then continue with events_since from that head.';
+
 -- complete_after: see the column's comment and extension/snapshot.c.
 CREATE FUNCTION eventhub.declare_full_state(organization_id text, after_revision bigint)
 RETURNS void
