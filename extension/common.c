@@ -255,6 +255,18 @@ EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *
 }
 
 /*
+ * The same as EventhubKeptGenericPlan, planned for its first rows
+ * (cursor_tuple_fraction): for a query read through a receiver that may
+ * stop it early, whose generic plan would otherwise sort the whole
+ * organization's rows before the first one comes out.
+ */
+SPIPlanPtr
+EventhubKeptFastPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+{
+	return KeptPlan(cache, query, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_FAST_PLAN);
+}
+
+/*
  * Whether the extension's own install or update script is running.
  */
 bool

@@ -66,6 +66,8 @@ typedef struct EventhubPlan
 
 extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
+/* issue 18 (H1): common.c, for snapshot.c */
+extern SPIPlanPtr EventhubKeptFastPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 
 /*
  * guard.c: only eventhub's own functions write its tables, through

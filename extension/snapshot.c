@@ -22,13 +22,28 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "nodes/params.h"
+#include "tcop/dest.h"
 #include "utils/builtins.h"
+#include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
 #include "eventhub.h"
 
 PG_FUNCTION_INFO_V1(declare_full_state);
 PG_FUNCTION_INFO_V1(snapshot_head);
+PG_FUNCTION_INFO_V1(snapshot_entities);
+
+/* Columns of the page query and of snapshot_entities' result. */
+#define SCOL_EVENT_TYPE 1
+#define SCOL_ENTITY_ID 2
+#define SCOL_ACTION 5
+#define SCOL_EVENT_DATA 6
+
+/* What a row costs a page's max_bytes, besides its variable-length values. */
+#define ROW_OVERHEAD_BYTES 160
 
 /* Raises ZE004: the organization's latest events are not its full state. */
 static void
@@ -170,4 +185,287 @@ declare_full_state(PG_FUNCTION_ARGS)
 				 errhint("Read the head revision before publishing the full state, and declare that revision.")));
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * Receives the page query's rows, each entity's in revision order, and
+ * keeps one row per entity: the last one, unless it is a DELETE.  Holds the
+ * current entity's latest row so far in held; stops the scan (returns
+ * false) once the page is full.
+ */
+typedef struct EntitiesReceiver
+{
+	DestReceiver pub;
+	Tuplestorestate *store;
+	TupleTableSlot *held;
+	bool		have_held;
+	bool		full;
+	int32		max_entities;
+	int64		max_bytes;		/* 0: no limit */
+	int64		entities;
+	int64		bytes;
+} EntitiesReceiver;
+
+/* Whether two rows' text column col are equal byte for byte. */
+static bool
+SameText(TupleTableSlot *a, TupleTableSlot *b, int col)
+{
+	bool		isnull;
+	text	   *x = DatumGetTextPP(slot_getattr(a, col, &isnull));
+	text	   *y = DatumGetTextPP(slot_getattr(b, col, &isnull));
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+/* The stored size of a column's value. */
+static int64
+StoredSize(TupleTableSlot *slot, int col)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, col, &isnull);
+
+	return isnull ? 0 : VARSIZE_ANY(DatumGetPointer(d));
+}
+
+/* Puts the held row into the page unless it is a tombstone. */
+static void
+EmitHeld(EntitiesReceiver *r)
+{
+	bool		isnull;
+	text	   *action;
+
+	r->have_held = false;
+	action = DatumGetTextPP(slot_getattr(r->held, SCOL_ACTION, &isnull));
+	if (VARSIZE_ANY_EXHDR(action) == 6 && memcmp(VARDATA_ANY(action), "DELETE", 6) == 0)
+		return;
+	tuplestore_puttupleslot(r->store, r->held);
+	r->entities++;
+	r->bytes += StoredSize(r->held, SCOL_EVENT_TYPE) + StoredSize(r->held, SCOL_ENTITY_ID) +
+		StoredSize(r->held, SCOL_EVENT_DATA) + ROW_OVERHEAD_BYTES;
+	if (r->entities >= r->max_entities || (r->max_bytes > 0 && r->bytes >= r->max_bytes))
+		r->full = true;
+}
+
+static bool
+EntitiesReceive(TupleTableSlot *slot, DestReceiver *self)
+{
+	EntitiesReceiver *r = (EntitiesReceiver *) self;
+
+	CHECK_FOR_INTERRUPTS();
+	if (r->have_held &&
+		!(SameText(slot, r->held, SCOL_EVENT_TYPE) && SameText(slot, r->held, SCOL_ENTITY_ID)))
+	{
+		EmitHeld(r);
+		if (r->full)
+			return false;		/* this row starts the next page */
+	}
+	ExecCopySlot(r->held, slot);
+	r->have_held = true;
+	return true;
+}
+
+static void
+EntitiesStartup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+EntitiesShutdown(DestReceiver *self)
+{
+}
+
+static void
+EntitiesDestroy(DestReceiver *self)
+{
+}
+
+/*
+ * snapshot_entities(organization_id, at_revision, after_event_type,
+ *     after_entity_id, max_entities, max_bytes, at_version)
+ *   -> TABLE (event_type, entity_id, revision, version_id, action,
+ *             event_data, originated_timestamp)
+ *
+ * One page of the organization's snapshot at head at_revision: each live
+ * entity's latest event above complete_after, in (event_type, entity_id)
+ * byte order, after the keyset (after_event_type, after_entity_id) when
+ * given.  A page holds max_entities rows, or fewer once their stored size
+ * reaches max_bytes (never none); a page short on both counts is the last.
+ * ZE004 when the organization's latest events are not its full state, ZE005
+ * when its head is no longer at_revision (and at_version): read the pages
+ * in one REPEATABLE READ transaction.  Runs as the caller, with the
+ * caller's privileges and row-level security; memory holds one page and
+ * one row.
+ */
+Datum
+snapshot_entities(PG_FUNCTION_ARGS)
+{
+	static EventhubPlan head_plan;
+	static EventhubPlan first_plan;
+	static EventhubPlan next_plan;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			head_argtypes[1] = {TEXTOID};
+	Oid			argtypes[4] = {TEXTOID, INT8OID, TEXTOID, TEXTOID};
+	Datum		org;
+	int64		at_revision;
+	bool		keyset;
+	int32		max_entities;
+	int64		max_bytes = 0;
+	int64		head = 0;
+	int64		complete_after = 0;
+	bool		head_version_known = false;
+	pg_uuid_t	head_version;
+	EntitiesReceiver receiver;
+	SPIExecuteOptions options;
+	ParamListInfo params;
+	SPIPlanPtr	plan;
+	int			ret;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("organization_id must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("at_revision must not be null"),
+				 errhint("Pass the revision eventhub.snapshot_head() returned.")));
+	if (PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_entities must not be null")));
+	if (PG_ARGISNULL(2) != PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("after_event_type and after_entity_id must be given together"),
+				 errhint("Pass both from the last row of the previous page, or neither for the first page.")));
+	org = PG_GETARG_DATUM(0);
+	at_revision = PG_GETARG_INT64(1);
+	keyset = !PG_ARGISNULL(2);
+	max_entities = PG_GETARG_INT32(4);
+	if (max_entities <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_entities must be greater than zero"),
+				 errdetail("max_entities is %d.", max_entities)));
+	if (!PG_ARGISNULL(5))
+	{
+		max_bytes = PG_GETARG_INT32(5);
+		if (max_bytes <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_bytes must be greater than zero"),
+					 errdetail("max_bytes is " INT64_FORMAT ".", max_bytes)));
+	}
+	/* Before anything is read: the answer must not tell whether it exists. */
+	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&head_plan,
+												   "SELECT s.revision, s.version_id, s.complete_after"
+												   " FROM eventhub.organization_states s"
+												   " WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
+												   1, head_argtypes),
+						   &org, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		head = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		d = SPI_getbinval(tuple, desc, 2, &isnull);
+		if (!isnull)
+		{
+			head_version = *DatumGetUUIDP(d);
+			head_version_known = true;
+		}
+		d = SPI_getbinval(tuple, desc, 3, &isnull);
+		if (isnull)
+			RefuseIncomplete(org);
+		complete_after = DatumGetInt64(d);
+	}
+	if (at_revision != head ||
+		(!PG_ARGISNULL(6) &&
+		 (!head_version_known || memcmp(PG_GETARG_UUID_P(6), &head_version, sizeof(pg_uuid_t)) != 0)))
+		ereport(ERROR,
+				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '5')),
+				 errmsg("organization \"%s\" moved during the snapshot", TextDatumGetCString(org)),
+				 at_revision != head ?
+				 errdetail("The snapshot was read at revision " INT64_FORMAT "; the head is now " INT64_FORMAT ".",
+						   at_revision, head) :
+				 errdetail("The head is at revision " INT64_FORMAT " with another version than at_version.", head),
+				 errhint("Read the snapshot's pages in one REPEATABLE READ transaction.")));
+
+	if (keyset)
+		plan = EventhubKeptFastPlan(&next_plan,
+									"SELECT e.event_type, e.entity_id, e.revision, e.version_id,"
+									" e.action, e.event_data, e.originated_timestamp"
+									" FROM eventhub.events e"
+									" WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
+									" AND e.revision OPERATOR(pg_catalog.>) $2"
+									" AND (e.event_type, e.entity_id) OPERATOR(pg_catalog.>) ($3, $4)"
+									" ORDER BY e.event_type, e.entity_id, e.revision",
+									4, argtypes);
+	else
+		plan = EventhubKeptFastPlan(&first_plan,
+									"SELECT e.event_type, e.entity_id, e.revision, e.version_id,"
+									" e.action, e.event_data, e.originated_timestamp"
+									" FROM eventhub.events e"
+									" WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
+									" AND e.revision OPERATOR(pg_catalog.>) $2"
+									" ORDER BY e.event_type, e.entity_id, e.revision",
+									2, argtypes);
+
+	params = makeParamList(keyset ? 4 : 2);
+	params->params[0].value = org;
+	params->params[0].isnull = false;
+	params->params[0].pflags = PARAM_FLAG_CONST;
+	params->params[0].ptype = TEXTOID;
+	params->params[1].value = Int64GetDatum(complete_after);
+	params->params[1].isnull = false;
+	params->params[1].pflags = PARAM_FLAG_CONST;
+	params->params[1].ptype = INT8OID;
+	if (keyset)
+	{
+		params->params[2].value = PG_GETARG_DATUM(2);
+		params->params[2].isnull = false;
+		params->params[2].pflags = PARAM_FLAG_CONST;
+		params->params[2].ptype = TEXTOID;
+		params->params[3].value = PG_GETARG_DATUM(3);
+		params->params[3].isnull = false;
+		params->params[3].pflags = PARAM_FLAG_CONST;
+		params->params[3].ptype = TEXTOID;
+	}
+
+	memset(&receiver, 0, sizeof(receiver));
+	receiver.pub.receiveSlot = EntitiesReceive;
+	receiver.pub.rStartup = EntitiesStartup;
+	receiver.pub.rShutdown = EntitiesShutdown;
+	receiver.pub.rDestroy = EntitiesDestroy;
+	receiver.pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
+	receiver.store = rsinfo->setResult;
+	receiver.held = MakeSingleTupleTableSlot(rsinfo->setDesc, &TTSOpsMinimalTuple);
+	receiver.max_entities = max_entities;
+	receiver.max_bytes = max_bytes;
+
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = true;
+	options.dest = (DestReceiver *) &receiver;
+	ret = SPI_execute_plan_extended(plan, &options);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading the snapshot failed: %s", SPI_result_code_string(ret));
+	if (receiver.have_held && !receiver.full)
+		EmitHeld(&receiver);
+	ExecDropSingleTupleTableSlot(receiver.held);
+	SPI_finish();
+	return (Datum) 0;
 }

@@ -159,6 +159,25 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION eventhub.snapshot_head(text) IS
 'Returns the head revision and version id a snapshot of the organization is read at, in the caller''s snapshot: (0, NULL) for an organization never registered. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state (organization_states.complete_after NULL: see eventhub.declare_full_state()). Read it and the snapshot''s pages in one REPEATABLE READ transaction, then continue with events_since from that head.';
 
+-- One page of a snapshot: see extension/snapshot.c.
+CREATE FUNCTION eventhub.snapshot_entities(
+    organization_id  text,
+    at_revision      bigint,
+    after_event_type text DEFAULT NULL,
+    after_entity_id  text DEFAULT NULL,
+    max_entities     integer DEFAULT 1000,
+    max_bytes        integer DEFAULT NULL,
+    at_version       uuid DEFAULT NULL)
+RETURNS TABLE (event_type text, entity_id text, revision bigint, version_id uuid, action text,
+               event_data jsonb, originated_timestamp timestamptz)
+AS 'MODULE_PATHNAME', 'snapshot_entities'
+LANGUAGE C STABLE ROWS 1000
+SET search_path = pg_catalog, pg_temp;
+-- Runs as the caller, with the caller's privileges and row-level security.
+
+COMMENT ON FUNCTION eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid) IS
+'Returns one page of the organization''s snapshot at head at_revision: each live entity''s latest event, in (event_type, entity_id) byte order, after (after_event_type, after_entity_id) when given (the last row of the previous page). A page holds max_entities rows, or fewer once their size reaches max_bytes; a page short on both counts is the last. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state, and ZE005 when its head is no longer at_revision (and at_version): read snapshot_head and the pages in one REPEATABLE READ transaction.';
+
 -- complete_after: see the column's comment and extension/snapshot.c.
 CREATE FUNCTION eventhub.declare_full_state(organization_id text, after_revision bigint)
 RETURNS void

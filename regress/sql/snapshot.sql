@@ -79,3 +79,62 @@ SELECT eventhub.revoke_organization('regress_eh_declarer', 'globex', 'publish');
 REVOKE ALL ON SCHEMA eventhub FROM regress_eh_declarer;
 DROP EXTENSION eventhub;
 DROP ROLE regress_eh_declarer;
+
+-- snapshot_entities: each live entity's latest event, in byte order of
+-- (event_type, entity_id): 'B' < 'a', a shared prefix before the longer
+-- id, UTF-8 after ASCII.  A tombstone leaves its entity out; a CREATE after
+-- it brings the entity back.
+CREATE EXTENSION eventhub;
+SELECT count(eventhub.publish_event('shop', t, a, e, NULL, jsonb_build_object('n', n)))
+  FROM (VALUES (1, 'API', 'CREATE', 'a'), (2, 'API', 'CREATE', 'ab'), (3, 'API', 'CREATE', 'B'),
+               (4, 'API', 'UPDATE', 'a'), (5, 'API', 'CREATE', 'é'), (6, 'CERT', 'CREATE', 'x'),
+               (7, 'API', 'DELETE', 'ab'), (8, 'CERT', 'DELETE', 'x'), (9, 'CERT', 'CREATE', 'x'),
+               (10, 'api', 'CREATE', 'a'), (11, 'API', 'CREATE', 'gone'), (12, 'API', 'DELETE', 'gone')) v(n, t, a, e);
+SELECT revision, version_id IS NOT NULL AS has_version FROM eventhub.snapshot_head('shop');
+SELECT event_type, entity_id, revision, action, event_data FROM eventhub.snapshot_entities('shop', 12);
+-- Pages of 2, each after the last row of the one before; the last is short.
+SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('shop', 12, max_entities => 2);
+SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('shop', 12, 'API', 'a', 2);
+SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('shop', 12, 'API', 'é', 2);
+SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('shop', 12, 'api', 'a', 2);
+-- max_bytes: a page is full once its rows reach it, and holds one row at least.
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 12, max_bytes => 1);
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 12, max_bytes => 400);
+-- The head checks: another revision or version is ZE005.
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 11);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 12, at_version => (SELECT version_id FROM eventhub.snapshot_head('shop')));
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 12, at_version => gen_random_uuid());
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM eventhub.snapshot_entities('nobody', 0);
+-- Bad arguments.
+SELECT * FROM eventhub.snapshot_entities('shop', 12, 'API', NULL);
+SELECT * FROM eventhub.snapshot_entities('shop', 12, max_entities => 0);
+SELECT * FROM eventhub.snapshot_entities('shop', 12, max_bytes => 0);
+SELECT * FROM eventhub.snapshot_entities('shop', NULL);
+-- complete_after N: only events above N count.
+SET eventhub.protect_tables = off;
+UPDATE eventhub.organization_states SET complete_after = 9 WHERE organization_id = 'shop';
+SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('shop', 12);
+UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'shop';
+RESET eventhub.protect_tables;
+SELECT * FROM eventhub.snapshot_entities('shop', 12);
+\echo :LAST_ERROR_SQLSTATE
+-- Under access control the caller needs read, checked before anything is
+-- read; with it, the superuser's rows show through row-level security.
+SELECT eventhub.declare_full_state('shop', 0);
+CREATE ROLE regress_eh_snapshot;
+GRANT USAGE ON SCHEMA eventhub TO regress_eh_snapshot;
+GRANT SELECT ON eventhub.events, eventhub.organization_states TO regress_eh_snapshot;
+GRANT EXECUTE ON FUNCTION eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid) TO regress_eh_snapshot;
+SELECT eventhub.grant_organization('regress_eh_snapshot', 'other', 'read');
+SET ROLE regress_eh_snapshot;
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 12);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT eventhub.grant_organization('regress_eh_snapshot', 'shop', 'read');
+SET ROLE regress_eh_snapshot;
+SELECT count(*) FROM eventhub.snapshot_entities('shop', 12);
+RESET ROLE;
+DROP EXTENSION eventhub;
+DROP ROLE regress_eh_snapshot;
