@@ -101,7 +101,8 @@ extern void EventhubRoleDropped(Oid role);
  */
 extern void EventhubNotificationToken(const char *org, int orglen, char *out);
 extern void EventhubKeyInvalidate(Oid relid);
-extern void EventhubRecordPublished(Datum org, const pg_uuid_t *version);
+extern void EventhubRecordPublished(Datum org, const pg_uuid_t *version, int64 revision);
+extern int64 EventhubTransactionFirstRevision(Datum org);
 extern void EventhubNotifyShmemInit(void);
 extern PGDLLEXPORT void eventhub_notifier_main(Datum main_arg);
 

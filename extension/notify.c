@@ -68,10 +68,17 @@ typedef struct PublishedLevel
  * one entry per open savepoint level that published to it, innermost last.
  * A rolled-back savepoint pops its level; a released one merges it into its
  * parent's.  An organization with no level left is not announced.
+ *
+ * first_revision is the revision of the transaction's first event in the
+ * organization that is still part of it: set when depth goes from 0 to 1.  A
+ * savepoint rolled back to depth 0 released the organization's row lock, so
+ * that another publisher may have taken the next revisions; the transaction's
+ * next event then starts its run of revisions anew.
  */
 typedef struct PublishedOrg
 {
 	uint8		token[EVENTHUB_TOKEN_BYTES];
+	int64		first_revision; /* of its first surviving event, when depth > 0 */
 	int			depth;
 	int			capacity;
 	PublishedLevel *levels;
@@ -143,7 +150,9 @@ NotifyXactCallback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			if (published_order != NIL)
+			/* Tracked all the same: publish.c reads first_revision. */
+			if (published_order != NIL &&
+				SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 			{
 				hand_to_notifier = EventhubNotifierServes();
 				if (!hand_to_notifier)
@@ -199,11 +208,59 @@ NotifySubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
+ * The current transaction's entry for organization id (idlen bytes, not
+ * NUL-terminated), or NULL when it has published nothing there.
+ */
+static PublishedOrg *
+FindPublished(const char *id, int idlen)
+{
+	ListCell   *lc;
+
+	if (published != NULL)
+	{
+		char		key[EVENTHUB_MAX_ID_BYTES + 1];
+		PublishedRef *ref;
+
+		memcpy(key, id, idlen);
+		key[idlen] = '\0';
+		ref = hash_search(published, key, HASH_FIND, NULL);
+		return ref != NULL ? ref->org : NULL;
+	}
+	foreach(lc, published_order)
+	{
+		PublishedOrg *q = (PublishedOrg *) lfirst(lc);
+
+		if (strncmp(q->organization, id, idlen) == 0 && q->organization[idlen] == '\0')
+			return q;
+	}
+	return NULL;
+}
+
+/*
+ * The revision of the current transaction's first event in organization org
+ * (a text Datum) that no savepoint rollback undid, or 0 when there is none:
+ * the transaction_first_revision of the event it publishes next there.
+ */
+int64
+EventhubTransactionFirstRevision(Datum org)
+{
+	text	   *t = DatumGetTextPP(org);
+	PublishedOrg *p;
+
+	if (published_order == NIL)
+		return 0;
+	p = FindPublished(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	return p != NULL && p->depth > 0 ? p->first_revision : 0;
+}
+
+/*
  * Records that the current transaction published version of organization
- * org (a text Datum), to be announced at commit.
+ * org (a text Datum) as an event at revision, to be announced at commit.
+ * Call it only once the event was inserted.  Under session_replication_role
+ * = replica this is tracked too, but not announced.
  */
 void
-EventhubRecordPublished(Datum org, const pg_uuid_t *version)
+EventhubRecordPublished(Datum org, const pg_uuid_t *version, int64 revision)
 {
 	static bool callbacks_registered = false;
 	text	   *t = DatumGetTextPP(org);
@@ -214,8 +271,6 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 	ListCell   *lc;
 
 	Assert(idlen <= EVENTHUB_MAX_ID_BYTES);
-	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		return;
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(NotifyXactCallback, NULL);
@@ -223,30 +278,7 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 		callbacks_registered = true;
 	}
 
-	if (published != NULL)
-	{
-		char		key[EVENTHUB_MAX_ID_BYTES + 1];
-		PublishedRef *ref;
-
-		memcpy(key, id, idlen);
-		key[idlen] = '\0';
-		ref = hash_search(published, key, HASH_FIND, NULL);
-		if (ref != NULL)
-			p = ref->org;
-	}
-	else
-	{
-		foreach(lc, published_order)
-		{
-			PublishedOrg *q = (PublishedOrg *) lfirst(lc);
-
-			if (strncmp(q->organization, id, idlen) == 0 && q->organization[idlen] == '\0')
-			{
-				p = q;
-				break;
-			}
-		}
-	}
+	p = FindPublished(id, idlen);
 
 	if (p == NULL)
 	{
@@ -256,6 +288,7 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 		memcpy(p->organization, id, idlen);
 		p->organization[idlen] = '\0';
 		EventhubTokenBytes(id, idlen, p->token);
+		p->first_revision = 0;
 		p->depth = 0;
 		p->capacity = 2;
 		p->levels = palloc(sizeof(PublishedLevel) * p->capacity);
@@ -278,6 +311,8 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version)
 			((PublishedRef *) hash_search(published, p->organization, HASH_ENTER, NULL))->org = p;
 		MemoryContextSwitchTo(old);
 	}
+	if (p->depth == 0)
+		p->first_revision = revision;
 	if (p->depth > 0 && p->levels[p->depth - 1].subid == subid)
 		p->levels[p->depth - 1].version = *version;
 	else

@@ -61,7 +61,8 @@ static EventhubPlan restore_plan;
  * The common case in one statement (one executor start): advance an
  * existing organization's head and insert the event at the new revision.
  * Parameters: $1 organization, $2 version, $3 originated, $4 event_type,
- * $5 action, $6 entity, $7 correlation, $8 data.
+ * $5 action, $6 entity, $7 correlation, $8 data, $9 the transaction's first
+ * revision in the organization (NULL when this is its first event there).
  */
 #define ADVANCE_CTE(condition) \
 	"adv AS (" \
@@ -74,8 +75,9 @@ static EventhubPlan restore_plan;
 	"INSERT INTO eventhub.events" \
 	" (organization_id, revision, version_id, processed_timestamp," \
 	" originated_timestamp, event_type, action, entity_id," \
-	" correlation_id, event_data)" \
-	" SELECT $1, adv.revision, $2, adv.updated_at, $3, $4, $5, $6, $7, $8 FROM adv"
+	" correlation_id, event_data, transaction_first_revision)" \
+	" SELECT $1, adv.revision, $2, adv.updated_at, $3, $4, $5, $6, $7, $8," \
+	" COALESCE($9, adv.revision) FROM adv"
 
 /*
  * With a correlation id given, the same statement first looks the id up in
@@ -95,8 +97,8 @@ static EventhubPlan restore_plan;
 	"INSERT INTO eventhub.events" \
 	" (organization_id, revision, version_id, processed_timestamp," \
 	" originated_timestamp, event_type, action, entity_id," \
-	" correlation_id, event_data)" \
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+	" correlation_id, event_data, transaction_first_revision)" \
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, $2))"
 
 /* The arguments of one publish, checked. */
 typedef struct PublishArgs
@@ -110,6 +112,7 @@ typedef struct PublishArgs
 	Datum		data;
 	TimestampTz originated;
 	pg_uuid_t	version;		/* the organization's version after it */
+	int64		first_revision; /* of the transaction in the organization, or 0 */
 	int64		revision;		/* out: the event's revision */
 } PublishArgs;
 
@@ -366,9 +369,10 @@ GiveBack(const PublishArgs *a, int64 revision)
 static int64
 PublishFirst(const PublishArgs *a, bool *replayed)
 {
-	Oid			argtypes[10] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
-	Datum		values[10];
+	Oid			argtypes[11] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT8OID};
+	Datum		values[11];
+	char		nulls[11] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	TimestampTz processed;
 	int64		revision;
 	SPIPlanPtr	plan;
@@ -378,9 +382,9 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 	if (a->correlation_given)
 		plan = EventhubKeptPlan(&insert_event_once_plan,
 								INSERT_EVENT_SQL " ON CONFLICT (organization_id, correlation_id) DO NOTHING",
-								10, argtypes);
+								11, argtypes);
 	else
-		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 10, argtypes);
+		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 11, argtypes);
 	values[0] = a->org;
 	values[1] = Int64GetDatum(revision);
 	values[2] = UUIDPGetDatum(&a->version);
@@ -391,7 +395,10 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 	values[7] = a->entity;
 	values[8] = a->correlation;
 	values[9] = a->data;
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	values[10] = Int64GetDatum(a->first_revision);
+	if (a->first_revision == 0)
+		nulls[10] = 'n';
+	ret = SPI_execute_plan(plan, values, nulls, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "eventhub: inserting an event failed: %s",
 			 SPI_result_code_string(ret));
@@ -410,8 +417,10 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 static int64
 Publish(const PublishArgs *a)
 {
-	Oid			argtypes[8] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
-	Datum		values[8];
+	Oid			argtypes[9] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
+	INT8OID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int64		revision;
 	bool		isnull;
 	bool		replayed;
@@ -427,21 +436,24 @@ Publish(const PublishArgs *a)
 	values[5] = a->entity;
 	values[6] = a->correlation;
 	values[7] = a->data;
+	values[8] = Int64GetDatum(a->first_revision);
+	if (a->first_revision == 0)
+		nulls[8] = 'n';
 
 	if (!a->correlation_given)
 	{
 		/* A generated correlation id is new: advance and insert. */
 		ret = SPI_execute_plan(EventhubKeptPlan(&lean_plan,
 												"WITH " ADVANCE_CTE("") " " INSERT_FROM_ADV " RETURNING revision",
-												8, argtypes),
-							   values, NULL, false, 0);
+												9, argtypes),
+							   values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 1)
 			revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		else
 			revision = PublishFirst(a, &replayed);
-		EventhubRecordPublished(a->org, &a->version);
+		EventhubRecordPublished(a->org, &a->version, revision);
 		return revision;
 	}
 
@@ -451,8 +463,8 @@ Publish(const PublishArgs *a)
 											"  ON CONFLICT (organization_id, correlation_id) DO NOTHING RETURNING revision)"
 											" SELECT (SELECT revision FROM prior), (SELECT same FROM prior),"
 											" (SELECT revision FROM adv), (SELECT revision FROM ins)",
-											8, argtypes),
-						   values, NULL, false, 0);
+											9, argtypes),
+						   values, nulls, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
 	row = SPI_tuptable->vals[0];
@@ -470,7 +482,7 @@ Publish(const PublishArgs *a)
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
 	if (!isnull)
 	{
-		EventhubRecordPublished(a->org, &a->version);
+		EventhubRecordPublished(a->org, &a->version, revision);
 		return revision;
 	}
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
@@ -479,7 +491,7 @@ Publish(const PublishArgs *a)
 		/* A new organization. */
 		revision = PublishFirst(a, &replayed);
 		if (!replayed)
-			EventhubRecordPublished(a->org, &a->version);
+			EventhubRecordPublished(a->org, &a->version, revision);
 		return revision;
 	}
 
@@ -495,6 +507,7 @@ PublishWork(void *arg)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
+	a->first_revision = EventhubTransactionFirstRevision(a->org);
 	a->revision = Publish(a);
 	SPI_finish();
 }

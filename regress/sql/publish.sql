@@ -151,5 +151,45 @@ SELECT organization_id, min(revision), max(revision), count(*),
        max(revision) = count(*) AS gapless
   FROM eventhub.events GROUP BY organization_id ORDER BY 1;
 
+-- transaction_first_revision: every event a transaction publishes in an
+-- organization carries the revision of its first one there, through the
+-- first publish that registers the organization, with and without a
+-- correlation id, and with another organization in between.
+BEGIN;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-1', NULL, '{}');
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-2', 'txn-c-2', '{}');
+SELECT eventhub.publish_event('globex', 'API', 'CREATE', 'g-1', NULL, '{}');
+SELECT eventhub.publish_event('txn', 'API', 'UPDATE', 't-1', NULL, '{"v": 2}');
+COMMIT;
+-- A savepoint rolled back in the middle takes its revision back, and the
+-- events around it still share the first revision.
+BEGIN;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-3', NULL, '{}');
+SAVEPOINT s;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-4', NULL, '{}');
+ROLLBACK TO SAVEPOINT s;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-5', 'txn-c-5', '{}');
+SAVEPOINT r;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-6', NULL, '{}');
+RELEASE SAVEPOINT r;
+COMMIT;
+-- A transaction whose first event was rolled back with its savepoint starts
+-- at its first surviving event; a replayed correlation id publishes nothing.
+BEGIN;
+SAVEPOINT s;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-7', NULL, '{}');
+ROLLBACK TO SAVEPOINT s;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-2', 'txn-c-2', '{}');
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-8', NULL, '{}');
+SAVEPOINT s2;
+SELECT eventhub.publish_event('txn', 'API', 'CREATE', 't-9', NULL, '{}');
+COMMIT;
+-- Events in their own transactions each start one.
+SELECT eventhub.publish_event('txn', 'API', 'DELETE', 't-3', NULL, 'null');
+SELECT eventhub.publish_event('txn', 'API', 'DELETE', 't-5', NULL, 'null');
+SELECT organization_id, revision, entity_id, transaction_first_revision
+  FROM eventhub.events WHERE organization_id = 'txn' OR entity_id = 'g-1'
+ ORDER BY organization_id, revision;
+
 DROP TABLE apis;
 DROP EXTENSION eventhub;
