@@ -46,6 +46,7 @@ int			eventhub_cleanup_batch_delay = -1;
 int			eventhub_replica_ttl = 300;
 bool		eventhub_retain_until_applied = true;
 int			eventhub_max_retention = 86400;
+bool		eventhub_compaction = false;
 bool		eventhub_protect_tables = true;
 int			eventhub_stalled_client_timeout = 30000;
 
@@ -138,6 +139,15 @@ DefineSettings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("eventhub.compaction",
+							 "Sets whether retention keeps each entity's latest event.",
+							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0.",
+							 &eventhub_compaction,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("eventhub.protect_tables",
 							 "Refuses writes to eventhub's tables except by eventhub's own functions.",

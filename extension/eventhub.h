@@ -35,6 +35,7 @@ extern int	eventhub_cleanup_batch_delay;	/* milliseconds */
 extern int	eventhub_replica_ttl;		/* seconds */
 extern bool eventhub_retain_until_applied;
 extern int	eventhub_max_retention;		/* seconds */
+extern bool eventhub_compaction;
 extern bool eventhub_protect_tables;
 extern int	eventhub_stalled_client_timeout;	/* milliseconds; 0: off */
 extern void _PG_init(void);

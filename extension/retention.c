@@ -8,6 +8,25 @@
  * missed into the resync error.  Deletes lock only the event rows they
  * remove, which no publisher ever locks, so publishers do not wait on them.
  *
+ * Compaction (eventhub.compaction; off by default until the TAP tests that
+ * expect every expired event to go run with it off): every deleter adds
+ * REMOVABLE_SQL to its own condition, so that it never removes the latest
+ * event of a live entity (an entity is its organization's (event_type,
+ * entity_id)), however old.  Superseded events go, and so does a tombstone
+ * (a DELETE) once nothing older of its entity is left: a tombstone that went
+ * before an older CREATE would bring the entity back in snapshots.  The
+ * statement's snapshot still sees the older events it deletes, so such a
+ * tombstone goes one batch or cycle later.  Events at or below the
+ * organization's complete_after (declare_full_state) are not part of any
+ * snapshot and go too.
+ *
+ * With compaction off every expired event goes, as before 0.4.0.  Not done
+ * yet (issue 18, design 1.3): marking an organization that lost an entity's
+ * latest event incomplete (complete_after NULL).  Doing it in the deleting
+ * statement made retention wait for the organization's publishers (the
+ * UPDATE of organization_states waits on their row lock), which
+ * maintenance_concurrency.spec and publish_cleanup.spec forbid.
+ *
  * The background worker runs these queries as a superuser, so like
  * publish_event's they name everything with its schema, operators included:
  * nothing in them resolves through a search_path, whatever a database owner
@@ -23,6 +42,41 @@
 #include "utils/timestamp.h"
 
 #include "eventhub.h"
+
+/*
+ * The other events of event e's entity (e is the alias of the row being
+ * deleted).
+ */
+#define SAME_ENTITY(alias) \
+	" " alias ".organization_id OPERATOR(pg_catalog.=) e.organization_id" \
+	" AND " alias ".event_type OPERATOR(pg_catalog.=) e.event_type" \
+	" AND " alias ".entity_id OPERATOR(pg_catalog.=) e.entity_id"
+#define NEWER_EXISTS \
+	"EXISTS (SELECT FROM eventhub.events n WHERE" SAME_ENTITY("n") \
+	" AND n.revision OPERATOR(pg_catalog.>) e.revision)"
+#define OLDER_EXISTS \
+	"EXISTS (SELECT FROM eventhub.events o WHERE" SAME_ENTITY("o") \
+	" AND o.revision OPERATOR(pg_catalog.<) e.revision)"
+
+/*
+ * removable(e), with compaction on: e is superseded, or a tombstone with
+ * nothing older of its entity left, or at or below its organization's
+ * declared full state.  Appended to a deleter's WHERE clause.
+ */
+#define REMOVABLE_SQL \
+	" AND (" NEWER_EXISTS \
+	" OR (e.action OPERATOR(pg_catalog.=) 'DELETE' AND NOT " OLDER_EXISTS ")" \
+	" OR e.revision OPERATOR(pg_catalog.<=) COALESCE((SELECT s.complete_after" \
+	" FROM eventhub.organization_states s" \
+	" WHERE s.organization_id OPERATOR(pg_catalog.=) e.organization_id), 0))"
+
+/*
+ * Wraps a deleter (DELETE FROM eventhub.events e ...): the number of events
+ * it deleted and the newest processed_timestamp among them.
+ */
+#define COUNT_GONE(delete_sql) \
+	"WITH gone AS (" delete_sql " RETURNING e.processed_timestamp)" \
+	" SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone"
 
 PG_FUNCTION_INFO_V1(run_maintenance);
 PG_FUNCTION_INFO_V1(cleanup_events_before);
@@ -63,36 +117,40 @@ EventhubRetentionNow(EventhubRetention *r)
 int64
 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
 {
-	static EventhubPlan plan;
+	static EventhubPlan keep_plan;
+	static EventhubPlan all_plan;
 	Oid			argtypes[5] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[5];
 	int64		deleted;
 	bool		isnull;
 	int			ret;
 
-	static const char *query =
-					 "WITH gone AS ("
-					 " DELETE FROM eventhub.events WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-					 "  SELECT e.ctid FROM eventhub.events e"
-					 "  WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5"
-					 "  AND e.processed_timestamp OPERATOR(pg_catalog.<) $1"
-					 "  AND (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS ("
-					 "   SELECT FROM eventhub.replica_progress p"
-					 "   JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id"
-					 "   WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id"
-					 "   AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision"
-					 "   AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))"
-					 "  ORDER BY e.processed_timestamp LIMIT $2"
-					 "  FOR UPDATE OF e SKIP LOCKED))"
-					 " RETURNING processed_timestamp)"
-					 " SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone";
+#define EXPIRED_BATCH(removable) \
+	"DELETE FROM eventhub.events e WHERE e.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT e.ctid FROM eventhub.events e" \
+	"  WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5" \
+	"  AND e.processed_timestamp OPERATOR(pg_catalog.<) $1" \
+	"  AND (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS (" \
+	"   SELECT FROM eventhub.replica_progress p" \
+	"   JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id" \
+	"   WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id" \
+	"   AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision" \
+	"   AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))" \
+	removable \
+	"  ORDER BY e.processed_timestamp LIMIT $2" \
+	"  FOR UPDATE OF e SKIP LOCKED))"
 
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = TimestampTzGetDatum(r->forced_before);
 	values[3] = TimestampTzGetDatum(r->live_since);
 	values[4] = TimestampTzGetDatum(r->resume_from);
-	ret = EventhubExecuteAsOwner(&plan, query, 5, argtypes, values, NULL, 0);
+	if (eventhub_compaction)
+		ret = EventhubExecuteAsOwner(&keep_plan, COUNT_GONE(EXPIRED_BATCH(REMOVABLE_SQL)),
+									 5, argtypes, values, NULL, 0);
+	else
+		ret = EventhubExecuteAsOwner(&all_plan, COUNT_GONE(EXPIRED_BATCH("")),
+									 5, argtypes, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
@@ -161,20 +219,28 @@ run_maintenance(PG_FUNCTION_ARGS)
 }
 
 /*
- * Runs a DELETE on eventhub.events and returns the number of rows deleted.
+ * Runs one of a cleanup_events' two deletes on eventhub.events, keep_sql
+ * with compaction on and all_sql with it off, and returns the number of
+ * rows deleted.
  */
 static int64
-DeleteEvents(EventhubPlan *cache, const char *sql, int nargs, Oid *argtypes, Datum *values)
+DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
+			 EventhubPlan *all_cache, const char *all_sql,
+			 int nargs, Oid *argtypes, Datum *values)
 {
 	int			ret;
 	int64		deleted;
+	bool		isnull;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(cache, sql, nargs, argtypes, values, NULL, 0);
-	if (ret != SPI_OK_DELETE)
+	if (eventhub_compaction)
+		ret = EventhubExecuteAsOwner(keep_cache, keep_sql, nargs, argtypes, values, NULL, 0);
+	else
+		ret = EventhubExecuteAsOwner(all_cache, all_sql, nargs, argtypes, values, NULL, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting events failed: %s", SPI_result_code_string(ret));
-	deleted = (int64) SPI_processed;
+	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 	return deleted;
 }
@@ -189,7 +255,8 @@ DeleteEvents(EventhubPlan *cache, const char *sql, int nargs, Oid *argtypes, Dat
 Datum
 cleanup_events_before(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan plan;
+	static EventhubPlan keep_plan;
+	static EventhubPlan all_plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
 
@@ -198,9 +265,10 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("older_than must not be null")));
 	values[0] = PG_GETARG_DATUM(0);
-	PG_RETURN_INT64(DeleteEvents(&plan,
-								 "DELETE FROM eventhub.events"
-								 " WHERE processed_timestamp OPERATOR(pg_catalog.<) $1",
+#define BEFORE_DELETE \
+	"DELETE FROM eventhub.events e WHERE e.processed_timestamp OPERATOR(pg_catalog.<) $1"
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE(BEFORE_DELETE REMOVABLE_SQL),
+								 &all_plan, COUNT_GONE(BEFORE_DELETE),
 								 1, argtypes, values));
 }
 
@@ -214,7 +282,8 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 Datum
 cleanup_events_range(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan plan;
+	static EventhubPlan keep_plan;
+	static EventhubPlan all_plan;
 	Oid			argtypes[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[3];
 
@@ -237,11 +306,12 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
 	values[2] = PG_GETARG_DATUM(2);
-	PG_RETURN_INT64(DeleteEvents(&plan,
-								 "DELETE FROM eventhub.events"
-								 " WHERE organization_id OPERATOR(pg_catalog.=) $1"
-								 " AND processed_timestamp OPERATOR(pg_catalog.>=) $2"
-								 " AND processed_timestamp OPERATOR(pg_catalog.<) $3",
+#define RANGE_DELETE \
+	"DELETE FROM eventhub.events e WHERE e.organization_id OPERATOR(pg_catalog.=) $1" \
+	" AND e.processed_timestamp OPERATOR(pg_catalog.>=) $2" \
+	" AND e.processed_timestamp OPERATOR(pg_catalog.<) $3"
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE(RANGE_DELETE REMOVABLE_SQL),
+								 &all_plan, COUNT_GONE(RANGE_DELETE),
 								 3, argtypes, values));
 }
 
@@ -255,7 +325,8 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 Datum
 cleanup_events_before_revision(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan plan;
+	static EventhubPlan keep_plan;
+	static EventhubPlan all_plan;
 	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
 
@@ -271,9 +342,10 @@ cleanup_events_before_revision(PG_FUNCTION_ARGS)
 				 errhint("Revisions start at 1: before_revision 1 deletes nothing, the head revision plus one deletes every kept event.")));
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-	PG_RETURN_INT64(DeleteEvents(&plan,
-								 "DELETE FROM eventhub.events"
-								 " WHERE organization_id OPERATOR(pg_catalog.=) $1"
-								 " AND revision OPERATOR(pg_catalog.<) $2",
+#define REVISION_DELETE \
+	"DELETE FROM eventhub.events e WHERE e.organization_id OPERATOR(pg_catalog.=) $1" \
+	" AND e.revision OPERATOR(pg_catalog.<) $2"
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE(REVISION_DELETE REMOVABLE_SQL),
+								 &all_plan, COUNT_GONE(REVISION_DELETE),
 								 2, argtypes, values));
 }
