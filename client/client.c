@@ -616,7 +616,7 @@ int
 eh_publish_send(eh_client *c, const char *org, const char *event_type, const char *action,
 				const char *entity_id, const char *correlation_id, const char *event_data)
 {
-	const char *args[6] = {org, event_type, action, entity_id, correlation_id, event_data};
+	const char *args[EHI_PUBLISH_NPARAMS] = {org, event_type, action, entity_id, correlation_id, event_data};
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
@@ -638,7 +638,7 @@ eh_publish_send(eh_client *c, const char *org, const char *event_type, const cha
 	if (check_id(c, "organization id", org) != EH_OK ||
 		(correlation_id && check_id(c, "correlation id", correlation_id) != EH_OK))
 		return EH_ERR_ARGUMENT;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < EHI_PUBLISH_NPARAMS; i++)
 	{
 		if (args[i] && !(c->publish.params[i] = strdup(args[i])))
 		{

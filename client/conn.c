@@ -103,13 +103,20 @@ ehi_poll_events(int wants)
 	return (short) (((wants & EH_WANT_READ) ? POLLIN : 0) | ((wants & EH_WANT_WRITE) ? POLLOUT : 0));
 }
 
+/* poll() on one socket for what wants asks, up to timeout_ms. */
+static int
+poll_one(int fd, int wants, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = ehi_poll_events(wants)};
+
+	return poll(&pfd, 1, timeout_ms);
+}
+
 /* Whether the socket is ready for what wants asks, without waiting. */
 static int
 socket_ready(int fd, int wants)
 {
-	struct pollfd pfd = {.fd = fd, .events = ehi_poll_events(wants)};
-
-	return fd >= 0 && poll(&pfd, 1, 0) > 0;
+	return fd >= 0 && poll_one(fd, wants, 0) > 0;
 }
 
 int
@@ -286,8 +293,6 @@ ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline)
 	{
 		ehi_step	st = ehi_conn_step(ac);
 		int64_t		left;
-		int			wants;
-		struct pollfd pfd;
 
 		if (st == EHI_STEP_FAILED || ac->state == EHI_CONN_NONE)
 			return 0;
@@ -298,11 +303,8 @@ ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline)
 		left = deadline - ehi_now_ms();
 		if (left <= 0)
 			return 0;
-		wants = ehi_conn_wants(ac);
-		pfd.fd = PQsocket(ac->pg);
-		pfd.events = ehi_poll_events(wants);
-		pfd.revents = 0;
-		if (poll(&pfd, 1, (int) (left > 3600000 ? 3600000 : left)) < 0 && errno != EINTR)
+		if (poll_one(PQsocket(ac->pg), ehi_conn_wants(ac), (int) (left > 3600000 ? 3600000 : left)) < 0 &&
+			errno != EINTR)
 			return 0;
 	}
 }

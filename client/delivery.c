@@ -756,8 +756,10 @@ ehi_work_pending(const eh_client *c)
 		return 1;
 	if (c->held.res)
 		return 1;
+	if (c->stop)
+		return 0;
 	for (const eh_sub *s = c->subs; s; s = s->next)
-		if ((s->needs_fetch || s->resync_reason) && !c->stop)
+		if (s->needs_fetch || s->resync_reason)
 			return 1;
 	return 0;
 }

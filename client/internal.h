@@ -361,10 +361,13 @@ typedef enum ehi_publish_state
 	PUBLISH_DONE				/* rc, revision and the error are set */
 } ehi_publish_state;
 
+/* publish_event's arguments: organization, event type, action, entity, correlation id, data. */
+#define EHI_PUBLISH_NPARAMS 6
+
 typedef struct ehi_publish
 {
 	ehi_publish_state state;
-	char	   *params[6];		/* copies of eh_publish_send()'s arguments */
+	char	   *params[EHI_PUBLISH_NPARAMS];	/* copies of eh_publish_send()'s arguments */
 	int64_t		deadline;		/* monotonic ms: sent by then, or it fails */
 	uint64_t	failures;		/* link.failures when it was queued */
 	int			rc;

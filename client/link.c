@@ -27,6 +27,13 @@ ehi_schedule_poll(eh_client *c)
 		(int64_t) (ehi_current_poll_interval(c) * (0.8 + 0.4 * ehi_random_unit(c)));
 }
 
+/* A backoff doubled, up to the configured maximum. */
+static int
+doubled_backoff(const eh_client *c, int ms)
+{
+	return ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms : ms * 2;
+}
+
 /*
  * After a query the server refused: try again after a backoff that grows
  * while it keeps refusing (a lock held for a while, the extension being
@@ -37,8 +44,7 @@ ehi_retry_later(eh_client *c)
 {
 	c->link.next_poll_at = c->link.paused_until =
 		ehi_now_ms() + (int64_t) (c->link.error_backoff_ms * (0.5 + ehi_random_unit(c)));
-	c->link.error_backoff_ms = c->link.error_backoff_ms * 2 > c->cfg.backoff_max_ms ?
-		c->cfg.backoff_max_ms : c->link.error_backoff_ms * 2;
+	c->link.error_backoff_ms = doubled_backoff(c, c->link.error_backoff_ms);
 }
 
 /*
@@ -64,7 +70,7 @@ ehi_connection_lost(eh_client *c, const char *why)
 	wait = (int) (c->link.backoff_ms * (0.5 + ehi_random_unit(c)));
 	c->link.reconnect_at = ehi_now_ms() + wait;
 	ehi_log(c, EH_LOG_INFO, "reconnecting in %d ms", wait);
-	c->link.backoff_ms = c->link.backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms : c->link.backoff_ms * 2;
+	c->link.backoff_ms = doubled_backoff(c, c->link.backoff_ms);
 }
 
 void

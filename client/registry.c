@@ -96,6 +96,15 @@ ehi_send_heartbeat(eh_client *c)
 	return rc;
 }
 
+/* A heartbeat failed (c->errmsg says why): logged once until one succeeds. */
+static void
+heartbeat_failing(eh_client *c)
+{
+	if (!c->replica.failing)
+		ehi_log(c, EH_LOG_WARNING, "%s (logged once until a heartbeat succeeds)", c->errmsg);
+	c->replica.failing = 1;
+}
+
 /*
  * A heartbeat's answer.  A refusal is logged once (until one succeeds
  * again), not fatal: delivery goes on.
@@ -108,9 +117,7 @@ ehi_handle_heartbeat(eh_client *c, const ehi_conn *ac, PGresult *res)
 		if (ac == &c->link.conn && ehi_result_failed(c, res, "heartbeat failed"))
 			return;
 		ehi_set_result_error(c, ac, res, "heartbeat failed");
-		if (!c->replica.failing)
-			ehi_log(c, EH_LOG_WARNING, "%s (logged once until a heartbeat succeeds)", c->errmsg);
-		c->replica.failing = 1;
+		heartbeat_failing(c);
 		return;
 	}
 	if (c->replica.failing)
@@ -124,9 +131,7 @@ static void
 heartbeat_conn_failed(eh_client *c)
 {
 	ehi_set_error(c, "heartbeat failed: %s", c->replica.conn.error);
-	if (!c->replica.failing)
-		ehi_log(c, EH_LOG_WARNING, "%s (logged once until a heartbeat succeeds)", c->errmsg);
-	c->replica.failing = 1;
+	heartbeat_failing(c);
 }
 
 /*

@@ -216,7 +216,7 @@ publish_done(eh_client *c, int rc, int64_t revision)
 void
 ehi_publish_clear(eh_client *c)
 {
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < EHI_PUBLISH_NPARAMS; i++)
 	{
 		free(c->publish.params[i]);
 		c->publish.params[i] = NULL;
@@ -342,7 +342,7 @@ next_query(eh_client *c)
 		return 0;
 	if (c->publish.state == PUBLISH_QUEUED)
 	{
-		if (ehi_send(c, OP_PUBLISH, NULL, PUBLISH_SQL, 6, (const char *const *) c->publish.params) != 0)
+		if (ehi_send(c, OP_PUBLISH, NULL, PUBLISH_SQL, EHI_PUBLISH_NPARAMS, (const char *const *) c->publish.params) != 0)
 			return -1;
 		c->publish.state = PUBLISH_SENT;
 		return 1;
