@@ -1,6 +1,7 @@
 /*
  * snapshot.c
- *	  Snapshots of an organization's entities: eventhub.declare_full_state().
+ *	  Snapshots of an organization's entities: snapshot_head(),
+ *	  snapshot_entities() and declare_full_state().
  *
  * organization_states.complete_after promises that every entity's latest
  * event above that revision is kept, so that the latest events are the
@@ -10,10 +11,10 @@
  * full state of every live entity, then declare_full_state(org, H).
  *
  * A consumer reads a snapshot in one REPEATABLE READ transaction:
- * snapshot_head(), then the pages of snapshot_entities() (still to come,
- * issue 18), then events_since() from that head.  snapshot_head runs as the
- * caller, with the caller's privileges and row-level security, like
- * events_since.
+ * snapshot_head(), then the pages of snapshot_entities(), then
+ * transactions_since() or events_since() from that head.  Both read
+ * functions run as the caller, with the caller's privileges and row-level
+ * security, like events_since.
  */
 #include "postgres.h"
 
