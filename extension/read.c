@@ -602,7 +602,7 @@ transactions_since(PG_FUNCTION_ARGS)
 		PlaceLast(&receiver, receiver.expected - 1 == req.head);
 	if (!receiver.full && receiver.expected <= req.head)
 		RaiseRemoved(&req, receiver.expected);
-	/* A transaction alone over the limits: its first part. */
+	/* A transaction alone over the limits: as much of it as they allow. */
 	if (receiver.returned == 0)
 		MoveOpen(&receiver);
 
