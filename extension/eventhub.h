@@ -7,6 +7,7 @@
 
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "utils/snapshot.h"
 #include "utils/uuid.h"
 
@@ -67,8 +68,14 @@ typedef struct EventhubPlan
 
 extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
-/* issue 18 (H1): common.c, for snapshot.c */
 extern SPIPlanPtr EventhubKeptFastPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
+
+/*
+ * What a row costs a page's or a batch's max_bytes: the stored size of its
+ * variable-length values plus this (snapshot_entities, transactions_since).
+ */
+#define EVENTHUB_ROW_OVERHEAD_BYTES 160
+extern int64 EventhubStoredSize(TupleTableSlot *slot, int col);
 
 /*
  * guard.c: only eventhub's own functions write its tables, through

@@ -43,9 +43,6 @@ PG_FUNCTION_INFO_V1(snapshot_entities);
 #define SCOL_ACTION 5
 #define SCOL_EVENT_DATA 6
 
-/* What a row costs a page's max_bytes, besides its variable-length values. */
-#define ROW_OVERHEAD_BYTES 160
-
 /* Raises ZE004: the organization's latest events are not its full state. */
 static void
 RefuseIncomplete(Datum org)
@@ -219,16 +216,6 @@ SameText(TupleTableSlot *a, TupleTableSlot *b, int col)
 		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
 
-/* The stored size of a column's value. */
-static int64
-StoredSize(TupleTableSlot *slot, int col)
-{
-	bool		isnull;
-	Datum		d = slot_getattr(slot, col, &isnull);
-
-	return isnull ? 0 : VARSIZE_ANY(DatumGetPointer(d));
-}
-
 /* Puts the held row into the page unless it is a tombstone. */
 static void
 EmitHeld(EntitiesReceiver *r)
@@ -242,8 +229,8 @@ EmitHeld(EntitiesReceiver *r)
 		return;
 	tuplestore_puttupleslot(r->store, r->held);
 	r->entities++;
-	r->bytes += StoredSize(r->held, SCOL_EVENT_TYPE) + StoredSize(r->held, SCOL_ENTITY_ID) +
-		StoredSize(r->held, SCOL_EVENT_DATA) + ROW_OVERHEAD_BYTES;
+	r->bytes += EventhubStoredSize(r->held, SCOL_EVENT_TYPE) + EventhubStoredSize(r->held, SCOL_ENTITY_ID) +
+		EventhubStoredSize(r->held, SCOL_EVENT_DATA) + EVENTHUB_ROW_OVERHEAD_BYTES;
 	if (r->entities >= r->max_entities || (r->max_bytes > 0 && r->bytes >= r->max_bytes))
 		r->full = true;
 }
