@@ -25,8 +25,11 @@
 #      snapshot of an organization whose early history a cleanup removed, a
 #      multi-event transaction applied as one (a TXN line), a resync from a
 #      snapshot when a cleanup removed the events after their cursor (ZE001),
-#      a restart that goes on from the entities stored with the cursor, and
-#      an incomplete snapshot (ZE004) that falls back to the reload.  Each
+#      a restart that goes on from the entities stored with the cursor, a
+#      transaction larger than their batch applied as one, a history
+#      rewritten under their cursor (ZE003) answered with a snapshot of two
+#      pages, and an incomplete snapshot (ZE004) that falls back to the
+#      reload.  Each
 #      DIGEST line must equal the digest of the application's own table,
 #      written in the publishing transactions, and of the server's snapshot.
 #
@@ -429,6 +432,57 @@ for my $c (@consumers)
 		[ @{ expected_events('stark', $resync[0] + 1, $restart[0]) },
 		  sprintf('TXN stark %d %d 2', $resync[0] + 1, $restart[0]), "DIGEST stark $restart[0] $restart_digest" ],
 		"snapshot: $c->{lang} goes on from its stored entities");
+}
+
+# A transaction larger than their batch (1000 events): read in two parts,
+# applied as one.
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT count(eventhub.publish_event('stark', 'Bulk', 'CREATE', i::text, NULL, jsonb_build_object('i', i)))
+	  FROM generate_series(1, 1001) i;
+	INSERT INTO app_entities SELECT 'stark', 'Bulk', i::text, jsonb_build_object('i', i) FROM generate_series(1, 1001) i;
+	COMMIT;
+});
+my @bulk = head('stark');
+my $bulk_digest = app_digest('stark');
+ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0]), 'snapshot bulk'), 'snapshot: both apply the large transaction');
+for my $c (@consumers)
+{
+	my $lines = snapshot_lines($c, 'stark');
+	is_deeply([ @$lines[ 4 .. $#$lines ] ],
+		[ @{ expected_events('stark', $restart[0] + 1, $bulk[0]) },
+		  sprintf('TXN stark %d %d 1001', $restart[0] + 1, $bulk[0]), "DIGEST stark $bulk[0] $bulk_digest" ],
+		"snapshot: $c->{lang} applies a transaction of 1001 events as one");
+}
+
+# A history rewritten under their cursor, as by a failover: one more event
+# applied, then lost and replaced by two others.  Restarted, they resync
+# from a snapshot of two pages.
+publish_app('stark', [ 'API', 'CREATE', 'x', '{"lost": true}' ]);
+ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0] + 1), 'snapshot lost'), 'snapshot: both apply the event to lose');
+for my $c (@consumers)
+{
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+rewrite('stark', $bulk[0], 0);
+$node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 'stark' AND entity_id = 'x'});
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'y', '{}' ]);
+my @rewritten = head('stark');
+my $rewritten_digest = app_digest('stark');
+my $entities = $node->safe_psql('postgres', q{SELECT count(*) FROM app_entities WHERE organization_id = 'stark'});
+cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
+@consumers = map {
+	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('stark', $rewritten[0]), 'snapshot rewritten'), 'snapshot: both resync after the rewrite');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'),
+		[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
+		"snapshot: $c->{lang} resyncs from a snapshot after ZE003 and converges");
 	$c->{h}->signal('KILL');
 	$c->{h}->finish;
 	note("$c->{lang} stderr:\n$c->{err}");
