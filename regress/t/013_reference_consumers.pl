@@ -20,7 +20,8 @@
 #      (ZE001), and the resync order: an event published while they reload
 #      (after they read the head) arrives afterwards;
 #   7. a hot standby, where LISTEN is refused: they poll, and listen once it
-#      is promoted;
+#      is promoted; with --snapshot, a failover to it from an old primary
+#      they followed further is answered with a snapshot;
 #   8. --snapshot (with eventhub.compaction on): a cold start from a
 #      snapshot of an organization whose early history a cleanup removed, a
 #      multi-event transaction applied as one (a TXN line), a resync from a
@@ -319,16 +320,22 @@ sub digest_sql
 	  . " FROM (SELECT event_type || E'\\t' || entity_id || E'\\t' || data::text || E'\\n' AS line FROM ($lines) l) l";
 }
 
+# The digest of ORG's snapshot on SERVER (default $node).
+sub snapshot_digest
+{
+	my ($org, $server) = @_;
+	my $lit = sql_literal($org);
+	return ($server // $node)->safe_psql('postgres', digest_sql("SELECT s.event_type, s.entity_id, s.event_data AS data"
+		. " FROM eventhub.snapshot_head($lit) h, eventhub.snapshot_entities($lit, h.revision, max_entities => 100000) s"));
+}
+
 # ORG's digest from app_entities; checked against the server's snapshot.
 sub app_digest
 {
 	my ($org) = @_;
-	my $lit = sql_literal($org);
-	my $app = $node->safe_psql('postgres',
-		digest_sql("SELECT event_type, entity_id, data FROM app_entities WHERE organization_id = $lit"));
-	is($node->safe_psql('postgres', digest_sql("SELECT s.event_type, s.entity_id, s.event_data AS data"
-		. " FROM eventhub.snapshot_head($lit) h, eventhub.snapshot_entities($lit, h.revision, max_entities => 100000) s")),
-		$app, "snapshot: the server's snapshot of $org has the application's digest");
+	my $app = $node->safe_psql('postgres', digest_sql(
+		'SELECT event_type, entity_id, data FROM app_entities WHERE organization_id = ' . sql_literal($org)));
+	is(snapshot_digest($org), $app, "snapshot: the server's snapshot of $org has the application's digest");
 	return $app;
 }
 
@@ -509,6 +516,43 @@ for my $c (@consumers)
 	note("$c->{lang} stderr:\n$c->{err}");
 	is_deeply(lines_by_org($c)->{umbrella}, expected_events('umbrella', 1, 6, $standby),
 		"standby: $c->{lang} delivered umbrella 1-6, each once, in order");
+}
+
+# A failover with --snapshot: consumers that followed the old primary past
+# what the promoted standby has (an entity only the old primary got),
+# pointed at the new primary, resync from a snapshot there and drop that
+# entity.
+publish($node, 'umbrella', 2, action => 'CREATE', entity => 'old-only', data => '{"old": true}');
+my @old = head('umbrella');
+@consumers = map {
+	start_consumer($_, { orgs => ['umbrella'], cursor => 'failover' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('umbrella', $old[0]), 'failover old'), 'failover: both follow the old primary');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'umbrella'),
+		[ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
+		"failover: $c->{lang} starts from the old primary's snapshot");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+}
+my @new = split /\|/, $standby->safe_psql('postgres',
+	"SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'umbrella'");
+my $new_digest = snapshot_digest('umbrella', $standby);
+isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s state differs');
+@consumers = map {
+	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'failover' }, '--snapshot',
+		'--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('umbrella', $new[0]), 'failover new'), 'failover: both resync on the new primary');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'umbrella'),
+		[ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
+		"failover: $c->{lang} resyncs from the new primary's snapshot and converges");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
 }
 
 $standby->stop;
