@@ -377,10 +377,10 @@ my @stark = head('stark');
 my @wonka = head('wonka');
 my $stark_digest = app_digest('stark');
 @consumers = map {
-	start_consumer($_, { orgs => [qw(stark wonka)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+	start_consumer($_, { orgs => [qw(stark wonka nobody)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
 my $digest_at = sub { my ($org, $rev) = @_; sub { $_[0]{out} =~ /^DIGEST \Q$org\E $rev /m } };
-ok(wait_all(\@consumers, sub { $digest_at->('stark', $stark[0])->(@_) && $digest_at->('wonka', $wonka[0])->(@_) },
+ok(wait_all(\@consumers, sub { !grep { !$digest_at->(@$_)->($_[0]) } [ 'stark', $stark[0] ], [ 'wonka', $wonka[0] ], [ 'nobody', 0 ] },
 		'snapshot bootstrap'), 'snapshot: both bootstrap');
 for my $c (@consumers)
 {
@@ -389,6 +389,8 @@ for my $c (@consumers)
 	is_deeply(snapshot_lines($c, 'wonka'),
 		[ "RESYNC wonka ZE004 @wonka", "DIGEST wonka $wonka[0] " . sha256_hex('') ],
 		"snapshot: $c->{lang} falls back to the reload when wonka's snapshot is incomplete");
+	is_deeply(snapshot_lines($c, 'nobody'), [ 'SNAPSHOT nobody 0 - 0', 'DIGEST nobody 0 ' . sha256_hex('') ],
+		"snapshot: $c->{lang} starts an organization never registered from its empty snapshot");
 }
 
 # One transaction of three events: one TXN line, after its events.
