@@ -37,6 +37,17 @@ ALTER TABLE eventhub.organization_states ALTER COLUMN complete_after SET DEFAULT
 
 COMMENT ON COLUMN eventhub.organization_states.complete_after IS 'N: every entity''s latest event above revision N is kept, so the entities'' latest events are the organization''s full state; 0 for a new organization. NULL: retention may have removed an entity''s latest event (an organization whose events were removed before 0.4.0), and a snapshot is refused until eventhub.declare_full_state().';
 
+-- Retention keeps each live entity's latest event (eventhub.compaction), or
+-- marks the organization incomplete.
+COMMENT ON FUNCTION eventhub.cleanup_events(timestamptz) IS
+'Deletes the events of every organization processed before older_than, except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers behind the removed events get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
+COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
+'Deletes the events of one organization processed in [from_ts, to_ts), except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers that have not seen a removed event get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
+COMMENT ON FUNCTION eventhub.cleanup_events(text, bigint) IS
+'Deletes the events of one organization with a revision below before_revision, except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers that have not seen a removed event get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
+COMMENT ON FUNCTION eventhub.run_maintenance() IS
+'Runs one maintenance cycle now, in the caller''s transaction: deletes the events older than eventhub.retention (except each live entity''s latest event while eventhub.compaction is on) and returns how many. For servers without the background worker.';
+
 -- The head a snapshot is read at: see extension/snapshot.c.
 CREATE FUNCTION eventhub.snapshot_head(organization_id text, OUT revision bigint, OUT version_id uuid)
 RETURNS record
