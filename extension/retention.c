@@ -149,12 +149,13 @@ EventhubRetentionNow(EventhubRetention *r)
 }
 
 /*
- * One batch of a retention pass, in the caller's transaction: looks at the
- * next (at most) EVENTHUB_SCAN_FACTOR * batch_size events processed before
- * the retention limit, in (processed_timestamp, ctid) order from where the
- * previous batch of the pass stopped (r->resume_from, r->resume_tid), and
- * deletes at most batch_size of them, oldest first.  Returns how many it
- * deleted, and sets *more when the pass has more to look at.
+ * One batch of a retention pass, in the caller's transaction: walks the
+ * events processed before the retention limit in (processed_timestamp,
+ * ctid) order from where the previous batch of the pass stopped
+ * (r->resume_from, r->resume_tid), looking at no more than
+ * EVENTHUB_SCAN_FACTOR * batch_size of them, and deletes the first
+ * batch_size it may.  Returns how many it deleted, and sets *more when the
+ * pass has more to look at.
  *
  * An expired event stays while a live replica that follows its organization
  * has not applied it, or has applied it last (so that the replica can
@@ -165,16 +166,16 @@ EventhubRetentionNow(EventhubRetention *r)
  * marked incomplete (MARK_INCOMPLETE).  Rows another deleter holds are
  * skipped, not waited for.
  *
- * The scan is bounded: with compaction on the oldest events are the kept
+ * The walk is bounded: with compaction on the oldest events are the kept
  * ones, and an unbounded batch would walk all of them in one statement
- * before finding something to delete.  Each batch resumes after the rows
- * the previous one looked at (or after the last row it deleted, when it
- * stopped at batch_size), so that no batch walks again over kept rows or
- * over the index entries of rows already deleted, which vacuum has not
- * removed yet: every batch costs about the same, however large the backlog
- * or the kept set.  The ctid breaks ties on processed_timestamp (a large
- * transaction's events share it), so a pass always moves on.  The caller
- * has connected to SPI and set up a transaction.
+ * before finding something to delete.  Each batch resumes after the last
+ * row it looked at (the last one it picked when it picked batch_size, else
+ * the last of its bounded walk), so that no batch walks again over kept
+ * rows or over the index entries of rows already deleted, which vacuum has
+ * not removed yet: every batch costs about the same, however large the
+ * backlog or the kept set.  The ctid breaks ties on processed_timestamp (a
+ * large transaction's events share it), so a pass always moves on.  The
+ * caller has connected to SPI and set up a transaction.
  */
 int64
 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
@@ -186,47 +187,59 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	Datum		values[7];
 	int64		scan_limit = (int64) batch_size * EVENTHUB_SCAN_FACTOR;
 	int64		deleted;
-	int64		scanned;
+	int64		picked;
 	HeapTuple	tuple;
 	TupleDesc	desc;
 	bool		isnull;
 	int			ret;
 
 	/*
-	 * scanned: the rows this batch looks at, with whether each may go and,
-	 * with compaction off, whether it loses an entity.  marked: with
-	 * compaction off, the organizations marked incomplete.  gone: the rows
-	 * deleted, locked in order with SKIP LOCKED.  The result: how many went,
-	 * how many were looked at, and the last of each, where the next batch
-	 * starts.
+	 * walk: the next $7 events in order, with only what the conditions read
+	 * (e, so that they apply to it as to a row of events).  picked: the
+	 * first $2 of them that may go, with, when compaction is off, whether
+	 * removing each loses an entity; the conditions run on a row only when
+	 * the walk gets to it (the subquery with its LIMIT is not flattened),
+	 * so a batch whose first rows may all go looks at no more than it
+	 * deletes.  marked (compaction off): the organizations marked
+	 * incomplete.  gone: the rows deleted, locked with SKIP LOCKED.  ends:
+	 * the walk's length and last row, read (a second, cheap walk without
+	 * the conditions, in the same snapshot) only when fewer than $2 were
+	 * picked.
 	 */
-#define SCANNED(removable, lost) \
-	"WITH scanned AS MATERIALIZED (" \
-	" SELECT e.ctid AS tid, e.processed_timestamp AS ts, e.organization_id AS org," \
-	"  ((e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS (" \
-	"   SELECT FROM eventhub.replica_progress p" \
-	"   JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id" \
-	"   WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id" \
-	"   AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision" \
-	"   AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))" removable ") AS doomed," \
-	"  " lost " AS lost" \
-	" FROM eventhub.events e" \
+#define WALK_FROM(columns) \
+	"SELECT " columns " FROM eventhub.events e" \
 	" WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5" \
 	" AND e.processed_timestamp OPERATOR(pg_catalog.<) $1" \
 	" AND ROW(e.processed_timestamp, e.ctid) OPERATOR(pg_catalog.>) ROW($5, $6)" \
-	" ORDER BY e.processed_timestamp, e.ctid LIMIT $7)"
+	" ORDER BY e.processed_timestamp, e.ctid LIMIT $7"
+#define PICKED(removable, lost) \
+	"WITH picked AS MATERIALIZED (" \
+	" SELECT e.tid, e.processed_timestamp AS ts, e.organization_id AS org, " lost " AS lost" \
+	" FROM (" WALK_FROM("e.ctid AS tid, e.processed_timestamp, e.organization_id, e.event_type," \
+						" e.entity_id, e.revision, e.action") ") e" \
+	" WHERE (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS (" \
+	"  SELECT FROM eventhub.replica_progress p" \
+	"  JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id" \
+	"  WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id" \
+	"  AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision" \
+	"  AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))" removable \
+	" LIMIT $2)," \
+	" ends AS MATERIALIZED (" \
+	" SELECT w.ts, w.tid, pg_catalog.count(*) OVER () AS n" \
+	" FROM (" WALK_FROM("e.processed_timestamp AS ts, e.ctid AS tid") ") w" \
+	" ORDER BY w.ts DESC, w.tid DESC LIMIT 1)"
 #define GONE(allowed) \
 	" gone AS (DELETE FROM eventhub.events e WHERE e.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT l.ctid FROM eventhub.events l WHERE l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"   SELECT s.tid FROM scanned s WHERE s.doomed" allowed "))" \
-	"  ORDER BY l.processed_timestamp, l.ctid LIMIT $2" \
+	"   SELECT c.tid FROM picked c WHERE true" allowed "))" \
 	"  FOR UPDATE OF l SKIP LOCKED))" \
-	" RETURNING e.processed_timestamp AS ts, e.ctid AS tid)" \
-	" SELECT (SELECT pg_catalog.count(*) FROM gone), (SELECT pg_catalog.count(*) FROM scanned)," \
-	"  g.ts, g.tid, s.ts, s.tid" \
-	" FROM (SELECT) one" \
-	" LEFT JOIN (SELECT x.ts, x.tid FROM gone x ORDER BY x.ts DESC, x.tid DESC LIMIT 1) g ON true" \
-	" LEFT JOIN (SELECT x.ts, x.tid FROM scanned x ORDER BY x.ts DESC, x.tid DESC LIMIT 1) s ON true"
+	" RETURNING e.ctid)" \
+	" SELECT (SELECT pg_catalog.count(*) FROM gone), k.n, l.ts, l.tid," \
+	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.n FROM ends x) END," \
+	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.ts FROM ends x) END," \
+	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.tid FROM ends x) END" \
+	" FROM (SELECT pg_catalog.count(*) AS n FROM picked) k" \
+	" LEFT JOIN (SELECT c.ts, c.tid FROM picked c ORDER BY c.ts DESC, c.tid DESC LIMIT 1) l ON true"
 
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
@@ -236,14 +249,13 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	values[5] = PointerGetDatum(&r->resume_tid);
 	values[6] = Int64GetDatum(scan_limit);
 	if (eventhub_compaction)
-		ret = EventhubExecuteAsOwner(&keep_plan,
-									 SCANNED(REMOVABLE_SQL, "false") "," GONE(""),
+		ret = EventhubExecuteAsOwner(&keep_plan, PICKED(REMOVABLE_SQL, "false") "," GONE(""),
 									 7, argtypes, values, NULL, 0);
 	else
 		ret = EventhubExecuteAsOwner(&all_plan,
-									 SCANNED("", LOST_SQL) ","
-									 " marked AS (" MARK_INCOMPLETE("SELECT s.org FROM scanned s WHERE s.doomed AND s.lost") "),"
-									 GONE(" AND (NOT s.lost OR s.org IN (SELECT m.organization_id FROM marked m))"),
+									 PICKED("", LOST_SQL) ","
+									 " marked AS (" MARK_INCOMPLETE("SELECT c.org FROM picked c WHERE c.lost") "),"
+									 GONE(" AND (NOT c.lost OR c.org IN (SELECT m.organization_id FROM marked m))"),
 									 7, argtypes, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
@@ -251,22 +263,26 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	tuple = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	deleted = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-	scanned = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
-	if (deleted >= batch_size)
+	picked = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+	if (picked >= batch_size)
 	{
-		/* Stopped at batch_size: the rest of what it looked at comes next. */
+		/* The walk stopped at the last row picked: the rest comes next. */
 		r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
 		r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 4, &isnull));
 		*more = true;
 	}
 	else
 	{
-		if (scanned > 0)
+		int64		walked = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &isnull));
+
+		if (isnull)
+			walked = 0;			/* nothing left in the walk */
+		else
 		{
-			r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
-			r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 6, &isnull));
+			r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+			r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 7, &isnull));
 		}
-		*more = scanned >= scan_limit;
+		*more = walked >= scan_limit;
 	}
 	return deleted;
 }
