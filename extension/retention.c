@@ -129,6 +129,30 @@ PG_FUNCTION_INFO_V1(cleanup_events_before);
 PG_FUNCTION_INFO_V1(cleanup_events_range);
 PG_FUNCTION_INFO_V1(cleanup_events_before_revision);
 
+/* Counts the passes begun (EventhubRetentionNow) in this backend. */
+static uint64 retention_passes = 0;
+
+/*
+ * Drops a kept plan, so that its next use prepares it again.
+ *
+ * Retention's statements probe events once per row they look at, and a
+ * plan made while events was small (a sequential scan per probe) costs
+ * minutes once a backlog has been loaded: PostgreSQL replans only when
+ * statistics change, which an autovacuum ANALYZE may do much later.  So
+ * each retention pass, and each cleanup_events call, plans afresh: a
+ * fresh plan sees the table's current size.  Planning costs milliseconds;
+ * a batch costs far more.
+ */
+static void
+ForgetPlan(EventhubPlan *cache)
+{
+	if (cache->plan != NULL)
+	{
+		SPI_freeplan(cache->plan);
+		cache->plan = NULL;
+	}
+}
+
 /*
  * Fills *r with the instants that decide, as of now, which events retention
  * deletes, and starts a pass from the oldest event.
@@ -137,6 +161,8 @@ void
 EventhubRetentionNow(EventhubRetention *r)
 {
 	TimestampTz now = GetCurrentTimestamp();
+
+	retention_passes++;
 
 	r->expired_before = now - (int64) eventhub_retention * USECS_PER_SEC;
 	if (eventhub_retain_until_applied)
@@ -182,6 +208,7 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 {
 	static EventhubPlan keep_plan;
 	static EventhubPlan all_plan;
+	static uint64 planned_for = 0;	/* the pass keep_plan and all_plan are for */
 	Oid			argtypes[7] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID,
 	TIMESTAMPTZOID, TIDOID, INT8OID};
 	Datum		values[7];
@@ -241,6 +268,12 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	" FROM (SELECT pg_catalog.count(*) AS n FROM picked) k" \
 	" LEFT JOIN (SELECT c.ts, c.tid FROM picked c ORDER BY c.ts DESC, c.tid DESC LIMIT 1) l ON true"
 
+	if (planned_for != retention_passes)
+	{
+		ForgetPlan(&keep_plan);
+		ForgetPlan(&all_plan);
+		planned_for = retention_passes;
+	}
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = TimestampTzGetDatum(r->forced_before);
@@ -345,8 +378,8 @@ run_maintenance(PG_FUNCTION_ARGS)
 
 /*
  * Runs one of a cleanup_events' two deletes on eventhub.events, keep_sql
- * with compaction on and all_sql with it off, and returns the number of
- * rows deleted.
+ * with compaction on and all_sql with it off, planned afresh (ForgetPlan),
+ * and returns the number of rows deleted.
  */
 static int64
 DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
@@ -359,6 +392,8 @@ DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
+	ForgetPlan(keep_cache);
+	ForgetPlan(all_cache);
 	if (eventhub_compaction)
 		ret = EventhubExecuteAsOwner(keep_cache, keep_sql, nargs, argtypes, values, NULL, 0);
 	else
