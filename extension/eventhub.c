@@ -142,7 +142,7 @@ DefineSettings(void)
 
 	DefineCustomBoolVariable("eventhub.compaction",
 							 "Sets whether retention keeps each entity's latest event.",
-							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0.",
+							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0, and an organization that loses an entity's latest event is marked incomplete (its snapshots raise ZE004).",
 							 &eventhub_compaction,
 							 true,
 							 PGC_SIGHUP,

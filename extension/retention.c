@@ -96,7 +96,14 @@
  * organization's lost events only when the organization is marked here or
  * was already: an organization it could not lock keeps them until a later
  * batch, cycle or call.  The marking commits with the deletes, or neither
- * does.
+ * does.  An organization already incomplete in the statement's snapshot
+ * is not locked (so that its publishers never wait for retention again);
+ * a declare_full_state() of it that commits while the statement runs can
+ * therefore be followed by the removal of a latest event above the
+ * declared revision.  Such an event has outlived eventhub.retention, while
+ * the recipe publishes the full state just before declaring it, so only a
+ * retention shorter than that recipe meets this; the next removal of a
+ * latest event marks the organization again.
  */
 #define MARK_INCOMPLETE(orgs_sql) \
 	"UPDATE eventhub.organization_states st SET complete_after = NULL" \
