@@ -8,6 +8,7 @@
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "storage/itemptr.h"
 #include "utils/snapshot.h"
 #include "utils/uuid.h"
 
@@ -120,11 +121,15 @@ typedef struct EventhubRetention
 	TimestampTz expired_before;	/* eventhub.retention */
 	TimestampTz forced_before;	/* eventhub.max_retention, or +infinity */
 	TimestampTz live_since;		/* heartbeats after this are live replicas */
-	TimestampTz resume_from;	/* where the cycle's next batch starts */
+	TimestampTz resume_from;	/* where the pass's next batch starts: after */
+	ItemPointerData resume_tid; /* (resume_from, resume_tid) */
 } EventhubRetention;
 
+/* A retention batch looks at no more than this many times its size of events. */
+#define EVENTHUB_SCAN_FACTOR 10
+
 extern void EventhubRetentionNow(EventhubRetention *r);
-extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size);
+extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more);
 extern int64 EventhubRemoveStaleReplicas(void);
 
 /* worker.c */

@@ -330,7 +330,8 @@ sub run_maintenance
 # wait_for_maintenance(NODE, %opt): true once the worker (of db) has run
 # `cycles` (1) cycles that started after the call, so that what had expired is
 # gone: it writes a marker event just past the retention and waits for its
-# deletion (oldest go first).  False after timeout_default.
+# deletion (oldest go first; a lone tombstone, which compaction lets go).
+# False after timeout_default.
 my $marker_seq = 0;
 
 sub wait_for_maintenance
@@ -343,7 +344,7 @@ sub wait_for_maintenance
 		$node->safe_psql($db, qq{${su}BEGIN;
 SET LOCAL eventhub.protect_tables = off;
 INSERT INTO eventhub.events
-SELECT 'eventhub-test-marker', $marker_seq, gen_random_uuid(), t, t, 'API', 'UPDATE', 'e', '$corr', '{}'
+SELECT 'eventhub-test-marker', $marker_seq, gen_random_uuid(), t, t, 'API', 'DELETE', '$corr', '$corr', 'null'
   FROM (SELECT clock_timestamp() - current_setting('eventhub.retention')::interval
                - interval '1 millisecond' AS t) s;
 COMMIT;});
