@@ -95,6 +95,26 @@ eh_set_resync_callback(eh_client *c, eh_resync_cb cb, void *arg)
 }
 
 int
+eh_set_transaction_callback(eh_client *c, eh_transaction_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->cb.transaction = cb;
+	c->cb.transaction_arg = arg;
+	return EH_OK;
+}
+
+int
+eh_set_snapshot_callback(eh_client *c, eh_snapshot_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->cb.snapshot = cb;
+	c->cb.snapshot_arg = arg;
+	return EH_OK;
+}
+
+int
 eh_set_log_callback(eh_client *c, eh_log_cb cb, void *arg)
 {
 	if (!c)

@@ -279,6 +279,10 @@ typedef struct ehi_callbacks
 	void	   *event_arg;
 	eh_resync_cb resync;
 	void	   *resync_arg;
+	eh_transaction_cb transaction;
+	void	   *transaction_arg;
+	eh_snapshot_cb snapshot;
+	void	   *snapshot_arg;
 	eh_log_cb	log;
 	void	   *log_arg;
 } ehi_callbacks;
