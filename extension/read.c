@@ -23,6 +23,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -421,14 +422,17 @@ typedef struct TransactionsReceiver
 	uint64		returned;		/* rows in result */
 } TransactionsReceiver;
 
-/* The stored size of a column's value. */
+/*
+ * The stored size of a column's value, as pg_column_size() gives it: a
+ * value kept out of line counts its stored bytes, not its pointer's.
+ */
 static int64
 StoredSize(TupleTableSlot *slot, int col)
 {
 	bool		isnull;
 	Datum		d = slot_getattr(slot, col, &isnull);
 
-	return isnull ? 0 : VARSIZE_ANY(DatumGetPointer(d));
+	return isnull ? 0 : (int64) toast_datum_size(d);
 }
 
 /* Puts the last row taken into store, with its transaction_end. */
@@ -598,7 +602,7 @@ transactions_since(PG_FUNCTION_ARGS)
 		PlaceLast(&receiver, receiver.expected - 1 == req.head);
 	if (!receiver.full && receiver.expected <= req.head)
 		RaiseRemoved(&req, receiver.expected);
-	/* A transaction alone over the limits: its first part. */
+	/* A transaction alone over the limits: as much of it as they allow. */
 	if (receiver.returned == 0)
 		MoveOpen(&receiver);
 
