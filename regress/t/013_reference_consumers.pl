@@ -20,7 +20,15 @@
 #      (ZE001), and the resync order: an event published while they reload
 #      (after they read the head) arrives afterwards;
 #   7. a hot standby, where LISTEN is refused: they poll, and listen once it
-#      is promoted.
+#      is promoted;
+#   8. --snapshot (with eventhub.compaction on): a cold start from a
+#      snapshot of an organization whose early history a cleanup removed, a
+#      multi-event transaction applied as one (a TXN line), a resync from a
+#      snapshot when a cleanup removed the events after their cursor (ZE001),
+#      a restart that goes on from the entities stored with the cursor, and
+#      an incomplete snapshot (ZE004) that falls back to the reload.  Each
+#      DIGEST line must equal the digest of the application's own table,
+#      written in the publishing transactions, and of the server's snapshot.
 #
 # Every EVENT line is checked against eventhub.events (revision, version,
 # action, entity): per organization exactly the revisions after the cursor,
@@ -32,6 +40,7 @@ use warnings;
 
 use EventhubTest;
 use IPC::Run;
+use Digest::SHA qw(sha256_hex);
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -85,7 +94,7 @@ sub lines_by_org
 	my %by_org;
 	for my $line ($c->{out} =~ /^(.*)\n/mg)
 	{
-		my ($org) = $line =~ /^(?:EVENT|RESYNC) (\S+) / or die "unexpected line from $c->{lang}: $line";
+		my ($org) = $line =~ /^(?:EVENT|RESYNC|SNAPSHOT|TXN|DIGEST) (\S+) / or die "unexpected line from $c->{lang}: $line";
 		push @{ $by_org{$org} }, $line;
 	}
 	return \%by_org;
@@ -269,6 +278,160 @@ for my $c (@consumers)
 	is_deeply(lines_by_org($c)->{wayne},
 		[ @$wayne_kept, "RESYNC wayne ZE001 @wayne_head", @{ expected_events('wayne', 6, 6) } ],
 		"ZE001: $c->{lang} resynced to the head it read first, then delivered 6 published during its reload");
+}
+
+# 8. --snapshot.  The application's own state, app_entities, is written in
+# the transactions that publish: the source of truth for the digests.
+ok(reload_settings($node, 'eventhub.compaction = on', worker => 0), 'snapshot: compaction on');
+$node->safe_psql('postgres', q{
+	CREATE TABLE app_entities (organization_id text, event_type text, entity_id text, data jsonb NOT NULL,
+	  PRIMARY KEY (organization_id, event_type, entity_id))});
+
+# publish_app(ORG, [TYPE, ACTION, ID, DATA]...): publishes the events in one
+# transaction, which applies them to app_entities too.
+sub publish_app
+{
+	my ($org, @events) = @_;
+	my $sql = "BEGIN;\n";
+	for my $e (@events)
+	{
+		my ($type, $action, $id, $data) = @$e;
+		$data //= '{}';
+		my $key = join ', ', map { sql_literal($_) } $org, $type, $id;
+		$sql .= publish_sql($org, event_type => $type, action => $action, entity => $id, data => $data);
+		$sql .= $action eq 'DELETE'
+		  ? "DELETE FROM app_entities WHERE (organization_id, event_type, entity_id) = ($key);\n"
+		  : "INSERT INTO app_entities VALUES ($key, " . sql_literal($data) . '::jsonb)'
+		  . " ON CONFLICT (organization_id, event_type, entity_id) DO UPDATE SET data = excluded.data;\n";
+	}
+	$node->safe_psql('postgres', "${sql}COMMIT;");
+}
+
+# The digest of docs/protocol.md's reference consumers over the lines
+# "type\tid\tdata\n" that SQL (columns event_type, entity_id, data) returns.
+sub digest_sql
+{
+	my ($lines) = @_;
+	return "SELECT encode(sha256(convert_to(coalesce(string_agg(line, '' ORDER BY line COLLATE \"C\"), ''), 'UTF8')), 'hex')"
+	  . " FROM (SELECT event_type || E'\\t' || entity_id || E'\\t' || data::text || E'\\n' AS line FROM ($lines) l) l";
+}
+
+# ORG's digest from app_entities; checked against the server's snapshot.
+sub app_digest
+{
+	my ($org) = @_;
+	my $lit = sql_literal($org);
+	my $app = $node->safe_psql('postgres',
+		digest_sql("SELECT event_type, entity_id, data FROM app_entities WHERE organization_id = $lit"));
+	is($node->safe_psql('postgres', digest_sql("SELECT s.event_type, s.entity_id, s.event_data AS data"
+		. " FROM eventhub.snapshot_head($lit) h, eventhub.snapshot_entities($lit, h.revision, max_entities => 100000) s")),
+		$app, "snapshot: the server's snapshot of $org has the application's digest");
+	return $app;
+}
+
+# A consumer's lines of ORG, with a DIGEST repeated by a catch-up that found
+# nothing new (a notification of an event already applied) left out.
+sub snapshot_lines
+{
+	my ($c, $org) = @_;
+	my @lines;
+	for my $line (@{ lines_by_org($c)->{$org} // [] })
+	{
+		push @lines, $line unless $line =~ /^DIGEST / && @lines && $lines[-1] eq $line;
+	}
+	return \@lines;
+}
+
+# stark: entities of two types (ids 'a' < 'B' bytewise only, and non-ASCII),
+# updated, one created and deleted; the cleanup leaves each live entity's
+# latest event only.
+publish_app('stark', [ 'API', 'CREATE', 'a', '{"v": 1}' ], [ 'API', 'CREATE', 'B', '{"v": 1}' ],
+	[ 'Plan', 'CREATE', "\x{e9}t\x{e9}", qq({"v": "caf\x{e9}", "w": [1, 2]}) ]);
+publish_app('stark', [ 'API', 'UPDATE', 'a', '{"v": 2}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'gone', '{}' ]);
+publish_app('stark', [ 'API', 'DELETE', 'gone' ]);
+publish_app('stark', [ 'Plan', 'UPDATE', "\x{e9}t\x{e9}", qq({"w": null, "v": "\x{fc}"}) ]);
+$node->safe_psql('postgres', q{SELECT eventhub.cleanup_events('stark', '-infinity', 'infinity')});
+is($node->safe_psql('postgres', q{SELECT min(revision) > 1 FROM eventhub.events WHERE organization_id = 'stark'}),
+	't', 'snapshot: the cleanup removed stark\'s early history');
+# wonka: its snapshot is refused (ZE004), as after a removal before 0.4.0.
+publish_app('wonka', [ 'API', 'CREATE', 'x', '{}' ]);
+$node->safe_psql('postgres', q{
+	SET eventhub.protect_tables = off;
+	UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'wonka'});
+
+my @stark = head('stark');
+my @wonka = head('wonka');
+my $stark_digest = app_digest('stark');
+@consumers = map {
+	start_consumer($_, { orgs => [qw(stark wonka)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+my $digest_at = sub { my ($org, $rev) = @_; sub { $_[0]{out} =~ /^DIGEST \Q$org\E $rev /m } };
+ok(wait_all(\@consumers, sub { $digest_at->('stark', $stark[0])->(@_) && $digest_at->('wonka', $wonka[0])->(@_) },
+		'snapshot bootstrap'), 'snapshot: both bootstrap');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'), [ "SNAPSHOT stark @stark 3", "DIGEST stark $stark[0] $stark_digest" ],
+		"snapshot: $c->{lang} starts from stark's snapshot, with the application's digest");
+	is_deeply(snapshot_lines($c, 'wonka'),
+		[ "RESYNC wonka ZE004 @wonka", "DIGEST wonka $wonka[0] " . sha256_hex('') ],
+		"snapshot: $c->{lang} falls back to the reload when wonka's snapshot is incomplete");
+}
+
+# One transaction of three events: one TXN line, after its events.
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 2}' ], [ 'API', 'DELETE', 'a' ], [ 'Plan', 'CREATE', 'c', '{"v": 3}' ]);
+my @txn = head('stark');
+my $txn_digest = app_digest('stark');
+ok(wait_all(\@consumers, $digest_at->('stark', $txn[0]), 'snapshot transaction'), 'snapshot: both apply the transaction');
+my @stark_lines = (
+	"SNAPSHOT stark @stark 3", "DIGEST stark $stark[0] $stark_digest",
+	@{ expected_events('stark', $stark[0] + 1, $txn[0]) }, sprintf('TXN stark %d %d 3', $stark[0] + 1, $txn[0]),
+	"DIGEST stark $txn[0] $txn_digest");
+is_deeply(snapshot_lines($_, 'stark'), \@stark_lines, "snapshot: $_->{lang} applies the three events as one transaction")
+  for @consumers;
+
+# Stopped, the events after their cursor removed by a cleanup: woken, they
+# resync from a snapshot.
+kill 'STOP', $_->{h}{KIDS}[0]{PID} for @consumers;
+publish_app('stark', [ 'Plan', 'UPDATE', 'c', '{"v": 4}' ]);
+publish_app('stark', [ 'Plan', 'UPDATE', 'c', '{"v": 5}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'd', '{"v": 6}' ]);
+$node->safe_psql('postgres', q{SELECT eventhub.cleanup_events('stark', '-infinity', 'infinity')});
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM eventhub.events WHERE organization_id = 'stark' AND revision = $txn[0] + 1"),
+	'0', 'snapshot: the event after their cursor is removed');
+my @resync = head('stark');
+my $resync_digest = app_digest('stark');
+kill 'CONT', $_->{h}{KIDS}[0]{PID} for @consumers;
+ok(wait_all(\@consumers, $digest_at->('stark', $resync[0]), 'snapshot resync'), 'snapshot: both resync');
+push @stark_lines, "RESYNC stark ZE001 @resync", "SNAPSHOT stark @resync 4", "DIGEST stark $resync[0] $resync_digest";
+is_deeply(snapshot_lines($_, 'stark'), \@stark_lines, "snapshot: $_->{lang} resyncs from a snapshot after ZE001 and converges")
+  for @consumers;
+
+# Killed and restarted: they go on from the entities stored with the
+# cursor, without a snapshot.
+for my $c (@consumers)
+{
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
+my @restart = head('stark');
+my $restart_digest = app_digest('stark');
+@consumers = map {
+	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('stark', $restart[0]), 'snapshot restart'), 'snapshot: both restart');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'),
+		[ @{ expected_events('stark', $resync[0] + 1, $restart[0]) },
+		  sprintf('TXN stark %d %d 2', $resync[0] + 1, $restart[0]), "DIGEST stark $restart[0] $restart_digest" ],
+		"snapshot: $c->{lang} goes on from its stored entities");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
 }
 
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
