@@ -51,11 +51,6 @@ my $have_go = IPC::Run::run([ 'sh', '-c', 'command -v go' ], '>', \my $go_path) 
 my $have_python = -x '/usr/bin/python3' && IPC::Run::run([ '/usr/bin/python3', '-c', 'import psycopg' ], '2>', \my $py_err);
 my $ref_skip = !$have_go ? "go or pgx v4 is not installed (golang-go, golang-github-jackc-pgx-v4-dev)"
   : !$have_python ? 'psycopg 3 is not installed (python3-psycopg)' : '';
-# Until the CLI and the consumers have --snapshot (branches i18-c, i18-d).
-my $have_cli = join('', (run_cli('watch', '--help'))[ 1, 2 ]) =~ /--snapshot/;
-note('the CLI has no watch --snapshot yet: its parts are skipped') unless $have_cli;
-$ref_skip ||= 'the reference consumers have no --snapshot yet'
-  unless slurp_file("$work/examples/python/consumer.py") =~ /--snapshot/;
 note("reference consumers skipped: $ref_skip") if $ref_skip;
 # The Go consumer builds while the first runs go on.
 my $go_build;
@@ -145,6 +140,20 @@ BEGIN
 END $$;
 });
 
+# The test's own queries on the node go through one session (psql started
+# once), until the failover.
+my $session = $node->background_psql('postgres');
+$session->set_query_timer_restart;
+
+# query(SQL, NODE?): SQL's result on NODE (the node by default).
+sub query
+{
+	my ($sql, $server) = @_;
+	return $session && (!$server || $server == $node)
+	  ? $session->query_safe($sql)
+	  : ($server // $node)->safe_psql('postgres', $sql);
+}
+
 # The publishers' transaction: 1-3 changes, one in ten rolled back.
 my $script = "$dir/publish.sql";
 PostgreSQL::Test::Utils::append_to_file($script, join '',
@@ -175,8 +184,8 @@ sub finish_publishers
 sub head
 {
 	my ($org, $server) = @_;
-	return split /\|/, ($server // $node)->safe_psql('postgres',
-		"SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
+	return split /\|/,
+	  query("SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$org'", $server);
 }
 
 # Consumers.  Each is a handle with kind (cli, sql, go, python), org, out,
@@ -224,7 +233,7 @@ sub sql_consumer_map
 	is($c->{h}->result(0), 0, "the SQL consumer's snapshot of $c->{org} is read") or diag($c->{err});
 	my ($first, @rows) = map { decode_json($_) } split /\n/, $c->{out};
 	my %map = map { ("$_->[0]\t$_->[1]" => $_->[2]) } @rows;
-	my $events = $node->safe_psql('postgres',
+	my $events = query(
 		"SELECT json_agg(json_build_array(event_type, entity_id, action, event_data) ORDER BY revision)"
 		  . " FROM eventhub.events_since('$c->{org}', $first->[3], 1000000, "
 		  . (defined $first->[4] ? "'$first->[4]'" : 'NULL') . ')');
@@ -262,14 +271,15 @@ sub converged
 	wait_for(what => "$what: consumers at $head", pump => \@cs,
 		until => sub { !grep { !caught_up($_, $head) } @cs })
 	  or return fail("$what: every consumer reaches the head $head");
-	my $app = map_digest(app_map($server, $org));
-	my $app_text = app_digest($server, $org);
+	my %via = $session && $server == $node ? (session => $session) : ();
+	my $app = map_digest(app_map($server, $org, %via));
+	my $app_text = app_digest($server, $org, %via);
 	for my $c (@cs)
 	{
 		if ($c->{kind} eq 'cli' || $c->{kind} eq 'sql')
 		{
 			my $map = $c->{kind} eq 'cli' ? fold_watch_lines(watch_lines($c))->{$org}{map} : sql_consumer_map($c);
-			is(map_digest($map), $app, "$what: $c->{kind}'s map equals app.entities at $head")
+			is(map_digest($map), $app, "$what: " . ($c->{name} // $c->{kind}) . "'s map equals app.entities at $head")
 			  or diag(explain({ consumer => $map, app => app_map($server, $org) }));
 		}
 		else
@@ -295,13 +305,14 @@ sub history_check
 {
 	my ($org, $kept_only, $server) = @_;
 	my $join = $kept_only ? 'LEFT JOIN' : 'FULL JOIN';
-	return ($server // $node)->safe_psql('postgres', qq{
+	return query(qq{
 		SELECT count(*) FROM (SELECT * FROM eventhub.events WHERE organization_id = '$org') e
 		  $join (SELECT * FROM app.history WHERE organization_id = '$org') h USING (organization_id, revision)
 		 WHERE h.revision IS NULL OR e.revision IS NULL OR e.event_type <> h.event_type OR e.entity_id <> h.entity_id
 		    OR e.action <> h.action OR e.event_data <> h.event_data
 		    OR coalesce(e.transaction_first_revision, -1)
-		       <> (SELECT min(x.revision) FROM app.history x WHERE x.organization_id = '$org' AND x.xact = h.xact)});
+		       <> (SELECT min(x.revision) FROM app.history x WHERE x.organization_id = '$org' AND x.xact = h.xact)},
+		$server);
 }
 
 # Each entity's latest event, from the history: the live ones' revisions.
@@ -316,7 +327,7 @@ sub live_latest_sql
 sub transactions_check
 {
 	my ($what, $c) = @_;
-	my %want = map { my ($r, $f, $e) = split /\|/; ($r => "$f $e") } split /\n/, $node->safe_psql('postgres', qq{
+	my %want = map { my ($r, $f, $e) = split /\|/; ($r => "$f $e") } split /\n/, query(qq{
 		SELECT revision, min(revision) OVER w, revision = max(revision) OVER w
 		  FROM app.history WHERE organization_id = '$c->{org}' WINDOW w AS (PARTITION BY xact)});
 	my @events = @{ fold_watch_lines(watch_lines($c))->{ $c->{org} }{events} // [] };
@@ -324,7 +335,7 @@ sub transactions_check
 		my $t = "$_->{transaction_first_revision} " . ($_->{transaction_end} ? 't' : 'f');
 		$t ne ($want{ $_->{revision} } // 'none')
 	} @events;
-	is(scalar(@bad), 0, "$what: each of the CLI's " . scalar(@events) . ' events names its transaction\'s first revision and end')
+	is(scalar(@bad), 0, "$what: each of the " . ($c->{name} // 'cli') . "'s " . scalar(@events) . ' events names its transaction\'s first revision and end')
 	  or diag(explain([ map { "$_->{revision}: $_->{transaction_first_revision} $_->{transaction_end}, want "
 			  . ($want{ $_->{revision} } // 'none') } @bad[ 0 .. ($#bad < 5 ? $#bad : 5) ] ]));
 }
@@ -333,7 +344,7 @@ sub transactions_check
 sub txn_lines_check
 {
 	my ($what, $c) = @_;
-	my %want = map { ($_ => 1) } split /\n/, $node->safe_psql('postgres', qq{
+	my %want = map { ($_ => 1) } split /\n/, query(qq{
 		SELECT format('%s %s %s', min(revision), max(revision), count(*)) FROM app.history
 		 WHERE organization_id = '$c->{org}' GROUP BY xact});
 	my @txn = $c->{out} =~ /^TXN \Q$c->{org}\E (\d+ \d+ \d+)$/mg;
@@ -363,7 +374,7 @@ for my $run (1 .. $runs)
 	my $p = publishers($org, 10);
 	wait_for(what => "$what: publishing", pump => [$p], until => sub { (head($org))[0] > $h0 || !$p->{h}->pumpable });
 	my @consumers = (start_sql_snapshot($org));
-	push @consumers, start_watch_snapshot($org, undef, $run % 2 ? ('--batch-bytes', 2000) : ()) if $have_cli;
+	push @consumers, start_watch_snapshot($org, undef, $run % 2 ? ('--batch-bytes', 2000) : ());
 	push @consumers, map { start_reference($_, $org) } qw(go python) if $refs;
 	finish_publishers($p, "$what, with cold consumers");
 	is(history_check($org), 0, "$what: the events are exactly the history kept aside");
@@ -372,24 +383,24 @@ for my $run (1 .. $runs)
 	@consumers = grep { $_ != $sql } @consumers;
 
 	# 3. Retention at a quiescent point.
-	my $superseded = $node->safe_psql('postgres',
+	my $superseded = query(
 		"SELECT count(*) FROM app.history WHERE organization_id = '$org' AND revision NOT IN (" . live_latest_sql($org) . ')');
-	my $cutoff = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
-	$node->safe_psql('postgres', "SELECT eventhub.cleanup_events('$cutoff')");
-	is( $node->safe_psql('postgres', qq{
+	my $cutoff = query('SELECT clock_timestamp()');
+	query("SELECT eventhub.cleanup_events('$cutoff')");
+	is( query(qq{
 			SELECT count(*) FROM (} . live_latest_sql($org) . qq{) l
 			 WHERE NOT EXISTS (SELECT FROM eventhub.events e WHERE e.organization_id = '$org' AND e.revision = l.revision)}),
 		0, "$what: retention kept every live entity's latest event");
-	is( $node->safe_psql('postgres', qq{
+	is( query(qq{
 			SELECT count(*) FROM eventhub.events e WHERE e.organization_id = '$org' AND e.processed_timestamp < '$cutoff'
 			   AND EXISTS (SELECT FROM app.history h WHERE h.organization_id = e.organization_id
 			                  AND h.event_type = e.event_type AND h.entity_id = e.entity_id AND h.revision > e.revision)}),
 		0, "$what: no superseded event older than the cutoff remains");
 	# Tombstones whose older events went in that pass go in the next.
-	$node->safe_psql('postgres', "SELECT eventhub.cleanup_events(clock_timestamp())");
-	is( $node->safe_psql('postgres',
+	query("SELECT eventhub.cleanup_events(clock_timestamp())");
+	is( query(
 			"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = '$org'"),
-		$node->safe_psql('postgres', 'SELECT string_agg(revision::text, \',\' ORDER BY revision) FROM (' . live_latest_sql($org) . ') l'),
+		query('SELECT string_agg(revision::text, \',\' ORDER BY revision) FROM (' . live_latest_sql($org) . ') l'),
 		"$what: a second pass leaves exactly the live entities' latest events ($superseded superseded or deleted removed)");
 
 	# 4. Publishing again, with a late cold consumer (a compacted history)
@@ -397,11 +408,12 @@ for my $run (1 .. $runs)
 	my ($h1) = head($org);
 	$p = publishers($org, 10);
 	wait_for(what => "$what: publishing again", pump => [$p], until => sub { (head($org))[0] > $h1 || !$p->{h}->pumpable });
-	push @consumers, start_watch_snapshot($org) if $have_cli;
-	$node->safe_psql('postgres', 'SELECT eventhub.cleanup_events(clock_timestamp())');
+	push @consumers, start_watch_snapshot($org);
+	$consumers[-1]{name} = 'late cli';
+	query('SELECT eventhub.cleanup_events(clock_timestamp())');
 	finish_publishers($p, "$what, with retention");
 	is(history_check($org, 1), 0, "$what: each kept event is its history row");
-	is( $node->safe_psql('postgres', qq{
+	is( query(qq{
 			SELECT count(*) FROM (} . live_latest_sql($org) . qq{) l
 			 WHERE NOT EXISTS (SELECT FROM eventhub.events e WHERE e.organization_id = '$org' AND e.revision = l.revision)}),
 		0, "$what: retention during publishing kept every live entity's latest event");
@@ -418,25 +430,34 @@ for my $run (1 .. $runs)
 sub pid { return $_[0]{h}{KIDS}[0]{PID} }
 
 # snapshots(C): the reasons of C's completed snapshots, in order ("initial",
-# "history_removed", ...; the reference consumers print no reason: "-").
+# "history_removed", "version_mismatch", "cursor_ahead"); a reference
+# consumer's SNAPSHOT line has the reason of the RESYNC line before it.
+my %reason = (ZE001 => 'history_removed', ZE002 => 'cursor_ahead', ZE003 => 'version_mismatch');
+
 sub snapshots
 {
 	my ($c) = @_;
 	return map { $_->{reason} } @{ fold_watch_lines(watch_lines($c))->{ $c->{org} }{snapshots} }
 	  if $c->{kind} eq 'cli';
-	return map { '-' } $c->{out} =~ /^SNAPSHOT \Q$c->{org}\E /mg;
+	my @reasons;
+	my $resync = 'initial';
+	for my $line ($c->{out} =~ /^((?:RESYNC|SNAPSHOT) \Q$c->{org}\E .*)$/mg)
+	{
+		if ($line =~ /^RESYNC \S+ (\w+)/) { $resync = $reason{$1} // $1 }
+		else { push @reasons, $resync; $resync = 'initial' }
+	}
+	return @reasons;
 }
 
 # A transaction of 3 events among concurrent publishers: one group in the
 # CLI's output, with a --batch-bytes above its size and below two of them.
-if ($have_cli)
 {
 	my $org = 'three';
 	finish_publishers(publishers($org, 3), 'three: history');
 	my $w = start_watch_snapshot($org, undef, '--batch-bytes', 1500);
 	converged('three: bootstrapped', $node, $org, $w);
 	my $p = publishers($org, 10);
-	my $first = $node->safe_psql('postgres', qq{
+	my $first = query(qq{
 		BEGIN;
 		SELECT min(app.change('$org', 1, 1000 + i, 10, i)) FROM generate_series(1, 3) i;
 		COMMIT;});
@@ -471,14 +492,14 @@ if ($have_cli)
 {
 	my $org = 'removed';
 	finish_publishers(publishers($org, 5), 'removed: history');
-	my @cs = (($have_cli ? start_watch_snapshot($org) : ()), ($ref_skip ? () : map { start_reference($_, $org) } qw(go python)));
+	my @cs = (start_watch_snapshot($org), ($ref_skip ? () : map { start_reference($_, $org) } qw(go python)));
 	converged('removed: bootstrapped', $node, $org, @cs);
 	my ($cursor) = head($org);
 	kill 'STOP', pid($_) for @cs;
 	# Two changes of one entity in two transactions: the first is superseded.
-	$node->safe_psql('postgres', "SELECT app.change('$org', 1, 1, 10, $_)") for 1, 2;
+	query("SELECT app.change('$org', 1, 1, 10, $_)") for 1, 2;
 	finish_publishers(publishers($org, 5), 'removed: while they are stopped');
-	$node->safe_psql('postgres', 'SELECT eventhub.cleanup_events(clock_timestamp())');
+	query('SELECT eventhub.cleanup_events(clock_timestamp())');
 	my (undef, undef, $err) =
 	  $node->psql('postgres', "\\set VERBOSITY sqlstate\nSELECT count(*) FROM eventhub.events_since('$org', $cursor)");
 	like($err, qr/ZE001/, 'removed: events after their cursor are gone (ZE001)');
@@ -486,7 +507,7 @@ if ($have_cli)
 	converged('removed: resynced', $node, $org, @cs);
 	for my $c (@cs)
 	{
-		is_deeply([ snapshots($c) ], $c->{kind} eq 'cli' ? [ 'initial', 'history_removed' ] : [ '-', '-' ],
+		is_deeply([ snapshots($c) ], [ 'initial', 'history_removed' ],
 			"removed: $c->{kind} bootstrapped, then resynced from a snapshot")
 		  or diag("stdout:\n$c->{out}\nstderr:\n$c->{err}");
 		stop_consumer($c);
@@ -504,7 +525,7 @@ if ($have_cli)
 	my $standby = eventhub_standby($node, 'standby');
 	my $multi = sprintf('host=%s,%s port=%s,%s dbname=postgres target_session_attrs=read-write',
 		$node->host, $standby->host, $node->port, $standby->port);
-	my @cs = (($have_cli ? start_watch_snapshot($org, $multi) : ()),
+	my @cs = (start_watch_snapshot($org, $multi),
 		($ref_skip ? () : map { start_reference($_, $org) } qw(go python)));
 	converged('failover: bootstrapped', $node, $org, @cs);
 	$node->wait_for_catchup($standby);
@@ -524,6 +545,8 @@ if ($have_cli)
 	}
 	my @kept = grep { $_->{kind} eq 'cli' } @cs;
 	kill 'STOP', pid($_) for @kept;
+	$session->quit;
+	undef $session;
 	$node->stop('immediate');
 	$standby->start;
 	$standby->promote;
@@ -534,7 +557,7 @@ if ($have_cli)
 	converged('failover: resynced', $standby, $org, @cs);
 	for my $c (@cs)
 	{
-		is_deeply([ snapshots($c) ], $c->{kind} eq 'cli' ? [ 'initial', 'version_mismatch' ] : ['-'],
+		is_deeply([ snapshots($c) ], $c->{kind} eq 'cli' ? [ 'initial', 'version_mismatch' ] : ['version_mismatch'],
 			"failover: $c->{kind} resynced from a snapshot")
 		  or diag("stdout:\n$c->{out}\nstderr:\n$c->{err}");
 		stop_consumer($c);

@@ -295,28 +295,37 @@ sub map_digest
 	return sha256_hex($text);
 }
 
+# The result of SQL on NODE (in db), through session (a background_psql of
+# NODE) when given.
+sub query_on
+{
+	my ($node, $sql, %opt) = @_;
+	return $opt{session} ? $opt{session}->query_safe($sql) : $node->safe_psql($opt{db} // 'postgres', $sql);
+}
+
 # app_map(NODE, ORG, %opt): the application's entities of ORG as an entity map
 # for map_digest, read from table (app.entities: organization_id, event_type,
-# entity_id, event_data) in db.
+# entity_id, event_data) in db, or through session (a background_psql).
 sub app_map
 {
 	my ($node, $org, %opt) = @_;
-	my $rows = $node->safe_psql($opt{db} // 'postgres',
+	my $rows = query_on($node,
 		'SELECT json_agg(json_build_array(event_type, entity_id, event_data)) FROM '
-		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org));
+		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org), %opt);
 	return { map { ("$_->[0]\t$_->[1]" => $_->[2]) } @{ $rows eq '' ? [] : $json->decode($rows) } };
 }
 
 # app_digest(NODE, ORG, %opt): the digest the reference consumers print
 # (docs/protocol.md): sha256 of the bytewise sorted lines "TYPE\tID\tDATA\n",
-# DATA the server's text of event_data, over app_map's table.
+# DATA the server's text of event_data, over app_map's table (options as
+# app_map's).
 sub app_digest
 {
 	my ($node, $org, %opt) = @_;
-	return $node->safe_psql($opt{db} // 'postgres',
+	return query_on($node,
 		q{SELECT encode(sha256(convert_to(coalesce(string_agg(l, '' ORDER BY l COLLATE "C"), ''), 'UTF8')), 'hex')}
 		  . q{ FROM (SELECT event_type || E'\t' || entity_id || E'\t' || event_data::text || E'\n' AS l FROM }
-		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org) . ') s');
+		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org) . ') s', %opt);
 }
 
 # notifications_in(TEXT): the notifications psql printed in TEXT, in order, as
