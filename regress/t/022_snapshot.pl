@@ -565,4 +565,5 @@ sub snapshots
 	$standby->stop;
 }
 
+diag("seed $seed: rerun with EVENTHUB_SEED=$seed") unless Test::More->builder->is_passing;
 done_testing();
