@@ -20,13 +20,17 @@
 #      (ZE001), and the resync order: an event published while they reload
 #      (after they read the head) arrives afterwards;
 #   7. a hot standby, where LISTEN is refused: they poll, and listen once it
-#      is promoted;
+#      is promoted; with --snapshot, a failover to it from an old primary
+#      they followed further is answered with a snapshot;
 #   8. --snapshot (with eventhub.compaction on): a cold start from a
 #      snapshot of an organization whose early history a cleanup removed, a
 #      multi-event transaction applied as one (a TXN line), a resync from a
 #      snapshot when a cleanup removed the events after their cursor (ZE001),
-#      a restart that goes on from the entities stored with the cursor, and
-#      an incomplete snapshot (ZE004) that falls back to the reload.  Each
+#      a restart that goes on from the entities stored with the cursor, a
+#      transaction larger than their batch applied as one, a history
+#      rewritten under their cursor (ZE003) answered with a snapshot of two
+#      pages, and an incomplete snapshot (ZE004) that falls back to the
+#      reload.  Each
 #      DIGEST line must equal the digest of the application's own table,
 #      written in the publishing transactions, and of the server's snapshot.
 #
@@ -316,16 +320,22 @@ sub digest_sql
 	  . " FROM (SELECT event_type || E'\\t' || entity_id || E'\\t' || data::text || E'\\n' AS line FROM ($lines) l) l";
 }
 
+# The digest of ORG's snapshot on SERVER (default $node).
+sub snapshot_digest
+{
+	my ($org, $server) = @_;
+	my $lit = sql_literal($org);
+	return ($server // $node)->safe_psql('postgres', digest_sql("SELECT s.event_type, s.entity_id, s.event_data AS data"
+		. " FROM eventhub.snapshot_head($lit) h, eventhub.snapshot_entities($lit, h.revision, max_entities => 100000) s"));
+}
+
 # ORG's digest from app_entities; checked against the server's snapshot.
 sub app_digest
 {
 	my ($org) = @_;
-	my $lit = sql_literal($org);
-	my $app = $node->safe_psql('postgres',
-		digest_sql("SELECT event_type, entity_id, data FROM app_entities WHERE organization_id = $lit"));
-	is($node->safe_psql('postgres', digest_sql("SELECT s.event_type, s.entity_id, s.event_data AS data"
-		. " FROM eventhub.snapshot_head($lit) h, eventhub.snapshot_entities($lit, h.revision, max_entities => 100000) s")),
-		$app, "snapshot: the server's snapshot of $org has the application's digest");
+	my $app = $node->safe_psql('postgres', digest_sql(
+		'SELECT event_type, entity_id, data FROM app_entities WHERE organization_id = ' . sql_literal($org)));
+	is(snapshot_digest($org), $app, "snapshot: the server's snapshot of $org has the application's digest");
 	return $app;
 }
 
@@ -429,6 +439,57 @@ for my $c (@consumers)
 		[ @{ expected_events('stark', $resync[0] + 1, $restart[0]) },
 		  sprintf('TXN stark %d %d 2', $resync[0] + 1, $restart[0]), "DIGEST stark $restart[0] $restart_digest" ],
 		"snapshot: $c->{lang} goes on from its stored entities");
+}
+
+# A transaction larger than their batch (1000 events): read in two parts,
+# applied as one.
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT count(eventhub.publish_event('stark', 'Bulk', 'CREATE', i::text, NULL, jsonb_build_object('i', i)))
+	  FROM generate_series(1, 1001) i;
+	INSERT INTO app_entities SELECT 'stark', 'Bulk', i::text, jsonb_build_object('i', i) FROM generate_series(1, 1001) i;
+	COMMIT;
+});
+my @bulk = head('stark');
+my $bulk_digest = app_digest('stark');
+ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0]), 'snapshot bulk'), 'snapshot: both apply the large transaction');
+for my $c (@consumers)
+{
+	my $lines = snapshot_lines($c, 'stark');
+	is_deeply([ @$lines[ 4 .. $#$lines ] ],
+		[ @{ expected_events('stark', $restart[0] + 1, $bulk[0]) },
+		  sprintf('TXN stark %d %d 1001', $restart[0] + 1, $bulk[0]), "DIGEST stark $bulk[0] $bulk_digest" ],
+		"snapshot: $c->{lang} applies a transaction of 1001 events as one");
+}
+
+# A history rewritten under their cursor, as by a failover: one more event
+# applied, then lost and replaced by two others.  Restarted, they resync
+# from a snapshot of two pages.
+publish_app('stark', [ 'API', 'CREATE', 'x', '{"lost": true}' ]);
+ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0] + 1), 'snapshot lost'), 'snapshot: both apply the event to lose');
+for my $c (@consumers)
+{
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+rewrite('stark', $bulk[0], 0);
+$node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 'stark' AND entity_id = 'x'});
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'y', '{}' ]);
+my @rewritten = head('stark');
+my $rewritten_digest = app_digest('stark');
+my $entities = $node->safe_psql('postgres', q{SELECT count(*) FROM app_entities WHERE organization_id = 'stark'});
+cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
+@consumers = map {
+	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('stark', $rewritten[0]), 'snapshot rewritten'), 'snapshot: both resync after the rewrite');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'),
+		[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
+		"snapshot: $c->{lang} resyncs from a snapshot after ZE003 and converges");
 	$c->{h}->signal('KILL');
 	$c->{h}->finish;
 	note("$c->{lang} stderr:\n$c->{err}");
@@ -455,6 +516,43 @@ for my $c (@consumers)
 	note("$c->{lang} stderr:\n$c->{err}");
 	is_deeply(lines_by_org($c)->{umbrella}, expected_events('umbrella', 1, 6, $standby),
 		"standby: $c->{lang} delivered umbrella 1-6, each once, in order");
+}
+
+# A failover with --snapshot: consumers that followed the old primary past
+# what the promoted standby has (an entity only the old primary got),
+# pointed at the new primary, resync from a snapshot there and drop that
+# entity.
+publish($node, 'umbrella', 2, action => 'CREATE', entity => 'old-only', data => '{"old": true}');
+my @old = head('umbrella');
+@consumers = map {
+	start_consumer($_, { orgs => ['umbrella'], cursor => 'failover' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('umbrella', $old[0]), 'failover old'), 'failover: both follow the old primary');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'umbrella'),
+		[ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
+		"failover: $c->{lang} starts from the old primary's snapshot");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+}
+my @new = split /\|/, $standby->safe_psql('postgres',
+	"SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'umbrella'");
+my $new_digest = snapshot_digest('umbrella', $standby);
+isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s state differs');
+@consumers = map {
+	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'failover' }, '--snapshot',
+		'--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('umbrella', $new[0]), 'failover new'), 'failover: both resync on the new primary');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'umbrella'),
+		[ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
+		"failover: $c->{lang} resyncs from the new primary's snapshot and converges");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
 }
 
 $standby->stop;
