@@ -24,11 +24,13 @@
 #      again, and every event line of the CLI carries its transaction's
 #      first revision and end as app.history's transactions say.
 #
-# Then: a consumer whose cursor retention removed, and one whose history a
-# failover rewrote (a promoted standby), resync from a snapshot and converge,
-# with the CLI and both reference consumers; the snapshot's plan is the
-# ordered index scan.  The seed (EVENTHUB_SEED, default the time) is printed
-# first: rerun a failure with it.
+# Then: a transaction of 3 events among concurrent publishers is one group in
+# the CLI's output; a snapshot page's plan is the ordered index scan; a
+# consumer whose cursor retention removed, and one whose history a failover
+# rewrote (a promoted standby), resync from a snapshot and converge, with the
+# CLI and both reference consumers.  The seed (EVENTHUB_SEED, default the
+# time; it drives the publishers' pgbench --random-seed) is printed first,
+# and again after a failure: rerun with it (docs/testing.md).
 
 use strict;
 use warnings;
@@ -41,7 +43,6 @@ use Test::More;
 
 my $seed = length($ENV{EVENTHUB_SEED} // '') ? $ENV{EVENTHUB_SEED} : time();
 note("seed $seed: rerun with EVENTHUB_SEED=$seed");
-srand($seed);
 my $runs = $ENV{EVENTHUB_SNAPSHOT_RUNS} || 50;
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
