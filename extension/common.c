@@ -19,13 +19,16 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/execnodes.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
 
 #include "eventhub.h"
 
@@ -310,4 +313,56 @@ EventhubStoredSize(TupleTableSlot *slot, int col)
 	Datum		d = slot_getattr(slot, col, &isnull);
 
 	return isnull ? 0 : (int64) toast_datum_size(d);
+}
+
+/*
+ * Sets up a set-returning function's result as a tuplestore of the declared
+ * row type, into rsinfo->setResult and setDesc: InitMaterializedSRF where
+ * PostgreSQL has it (15 and later).
+ */
+void
+EventhubInitResultStore(FunctionCallInfo fcinfo)
+{
+#if PG_VERSION_NUM >= 150000
+	InitMaterializedSRF(fcinfo, 0);
+#else
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	tupdesc;
+	MemoryContext old;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		(rsinfo->allowedModes & SFRM_Materialize) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
+	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+											  false, work_mem);
+	MemoryContextSwitchTo(old);
+#endif
+}
+
+/*
+ * The max_bytes argument at argno of snapshot_entities and
+ * transactions_since: 0 (no limit) when NULL, else greater than zero.
+ */
+int64
+EventhubMaxBytesArgument(FunctionCallInfo fcinfo, int argno)
+{
+	int32		max_bytes;
+
+	if (PG_ARGISNULL(argno))
+		return 0;
+	max_bytes = PG_GETARG_INT32(argno);
+	if (max_bytes <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_bytes must be greater than zero"),
+				 errdetail("max_bytes is %d.", max_bytes),
+				 errhint("Pass NULL for no limit in bytes.")));
+	return max_bytes;
 }

@@ -8,6 +8,7 @@
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "fmgr.h"
 #include "storage/itemptr.h"
 #include "utils/snapshot.h"
 #include "utils/uuid.h"
@@ -77,6 +78,8 @@ extern SPIPlanPtr EventhubKeptFastPlan(EventhubPlan *cache, const char *query, i
  */
 #define EVENTHUB_ROW_OVERHEAD_BYTES 160
 extern int64 EventhubStoredSize(TupleTableSlot *slot, int col);
+extern int64 EventhubMaxBytesArgument(FunctionCallInfo fcinfo, int argno);
+extern void EventhubInitResultStore(FunctionCallInfo fcinfo);
 
 /*
  * guard.c: only eventhub's own functions write its tables, through

@@ -125,37 +125,6 @@ EventsReceive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-/*
- * Sets up the function's result as a tuplestore of the declared row type,
- * into rsinfo->setResult and setDesc: InitMaterializedSRF where PostgreSQL
- * has it (15 and later).
- */
-static void
-InitResultStore(FunctionCallInfo fcinfo)
-{
-#if PG_VERSION_NUM >= 150000
-	InitMaterializedSRF(fcinfo, 0);
-#else
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	TupleDesc	tupdesc;
-	MemoryContext old;
-
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		(rsinfo->allowedModes & SFRM_Materialize) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
-	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
-											  false, work_mem);
-	MemoryContextSwitchTo(old);
-#endif
-}
-
 static char *
 UuidText(pg_uuid_t *u)
 {
@@ -329,7 +298,7 @@ events_since(PG_FUNCTION_ARGS)
 	CheckReadArguments(fcinfo, &req);
 	EventhubCheckOrgPrivilege(req.org, EVENTHUB_PRIV_READ);
 
-	InitResultStore(fcinfo);
+	EventhubInitResultStore(fcinfo);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
@@ -518,19 +487,10 @@ transactions_since(PG_FUNCTION_ARGS)
 	int			ret;
 
 	CheckReadArguments(fcinfo, &req);
-	if (!PG_ARGISNULL(4))
-	{
-		max_bytes = PG_GETARG_INT32(4);
-		if (max_bytes <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("max_bytes must be greater than zero"),
-					 errdetail("max_bytes is " INT64_FORMAT ".", max_bytes),
-					 errhint("Pass NULL for no limit in bytes.")));
-	}
+	max_bytes = EventhubMaxBytesArgument(fcinfo, 4);
 	EventhubCheckOrgPrivilege(req.org, EVENTHUB_PRIV_READ);
 
-	InitResultStore(fcinfo);
+	EventhubInitResultStore(fcinfo);
 	if (rsinfo->setDesc->natts != TCOL_COUNT)
 		elog(ERROR, "eventhub: transactions_since must return eventhub.transaction_event");
 

@@ -54,6 +54,67 @@ RefuseIncomplete(Datum org)
 			 errhint("Reload the state from the application, republish it and call eventhub.declare_full_state().")));
 }
 
+/* An organization's head, as the snapshot functions read it. */
+typedef struct OrgHead
+{
+	int64		revision;		/* 0 for an organization never registered */
+	bool		version_known;
+	pg_uuid_t	version;
+	int64		complete_after;
+} OrgHead;
+
+/*
+ * Reads the organization's head in the caller's snapshot, under SPI:
+ * ZE004 when its latest events are not its full state (complete_after
+ * NULL).
+ */
+static void
+ReadOrgHead(Datum org, OrgHead *head)
+{
+	static EventhubPlan plan;
+	Oid			argtypes[1] = {TEXTOID};
+	int			ret;
+
+	memset(head, 0, sizeof(*head));
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
+												   "SELECT s.revision, s.version_id, s.complete_after"
+												   " FROM eventhub.organization_states s"
+												   " WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
+												   1, argtypes),
+						   &org, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		d = SPI_getbinval(tuple, desc, 3, &isnull);
+		if (isnull)
+			RefuseIncomplete(org);
+		head->complete_after = DatumGetInt64(d);
+		head->revision = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		d = SPI_getbinval(tuple, desc, 2, &isnull);
+		if (!isnull)
+		{
+			head->version = *DatumGetUUIDP(d);
+			head->version_known = true;
+		}
+	}
+}
+
+/* Sets a page query's parameter i. */
+static void
+SetParam(ParamListInfo params, int i, Datum value, Oid type)
+{
+	params->params[i].value = value;
+	params->params[i].isnull = false;
+	params->params[i].pflags = PARAM_FLAG_CONST;
+	params->params[i].ptype = type;
+}
+
 /*
  * snapshot_head(organization_id, OUT revision, OUT version_id) -> record
  *
@@ -65,13 +126,11 @@ RefuseIncomplete(Datum org)
 Datum
 snapshot_head(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan plan;
-	Oid			argtypes[1] = {TEXTOID};
 	TupleDesc	tupdesc;
 	Datum		org;
+	OrgHead		head;
 	Datum		values[2];
 	bool		nulls[2] = {false, true};
-	int			ret;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -85,36 +144,19 @@ snapshot_head(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
-												   "SELECT s.revision, s.version_id, s.complete_after"
-												   " FROM eventhub.organization_states s"
-												   " WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
-												   1, argtypes),
-						   &org, NULL, true, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
-	values[0] = Int64GetDatum(0);
-	values[1] = (Datum) 0;
-	if (SPI_processed == 1)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Datum		version;
-		pg_uuid_t  *copy;
+	ReadOrgHead(org, &head);
+	SPI_finish();
 
-		(void) SPI_getbinval(tuple, desc, 3, &isnull);
-		if (isnull)
-			RefuseIncomplete(org);
-		values[0] = Int64GetDatum(DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)));
-		version = SPI_getbinval(tuple, desc, 2, &isnull);
-		/* Out of SPI's memory, which SPI_finish frees. */
-		copy = SPI_palloc(sizeof(pg_uuid_t));
-		memcpy(copy, DatumGetUUIDP(version), sizeof(pg_uuid_t));
+	values[0] = Int64GetDatum(head.revision);
+	values[1] = (Datum) 0;
+	if (head.version_known)
+	{
+		pg_uuid_t  *copy = palloc(sizeof(pg_uuid_t));
+
+		*copy = head.version;
 		values[1] = UUIDPGetDatum(copy);
 		nulls[1] = false;
 	}
-	SPI_finish();
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
@@ -288,21 +330,16 @@ EntitiesDestroy(DestReceiver *self)
 Datum
 snapshot_entities(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan head_plan;
 	static EventhubPlan first_plan;
 	static EventhubPlan next_plan;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			head_argtypes[1] = {TEXTOID};
 	Oid			argtypes[4] = {TEXTOID, INT8OID, TEXTOID, TEXTOID};
 	Datum		org;
 	int64		at_revision;
 	bool		keyset;
 	int32		max_entities;
-	int64		max_bytes = 0;
-	int64		head = 0;
-	int64		complete_after = 0;
-	bool		head_version_known = false;
-	pg_uuid_t	head_version;
+	int64		max_bytes;
+	OrgHead		head;
 	EntitiesReceiver receiver;
 	SPIExecuteOptions options;
 	ParamListInfo params;
@@ -336,60 +373,27 @@ snapshot_entities(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_entities must be greater than zero"),
 				 errdetail("max_entities is %d.", max_entities)));
-	if (!PG_ARGISNULL(5))
-	{
-		max_bytes = PG_GETARG_INT32(5);
-		if (max_bytes <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("max_bytes must be greater than zero"),
-					 errdetail("max_bytes is " INT64_FORMAT ".", max_bytes)));
-	}
+	max_bytes = EventhubMaxBytesArgument(fcinfo, 5);
 	/* Before anything is read: the answer must not tell whether it exists. */
 	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
 
-	InitMaterializedSRF(fcinfo, 0);
+	EventhubInitResultStore(fcinfo);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
 
-	ret = SPI_execute_plan(EventhubKeptGenericPlan(&head_plan,
-												   "SELECT s.revision, s.version_id, s.complete_after"
-												   " FROM eventhub.organization_states s"
-												   " WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
-												   1, head_argtypes),
-						   &org, NULL, true, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 1)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Datum		d;
-
-		head = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-		d = SPI_getbinval(tuple, desc, 2, &isnull);
-		if (!isnull)
-		{
-			head_version = *DatumGetUUIDP(d);
-			head_version_known = true;
-		}
-		d = SPI_getbinval(tuple, desc, 3, &isnull);
-		if (isnull)
-			RefuseIncomplete(org);
-		complete_after = DatumGetInt64(d);
-	}
-	if (at_revision != head ||
+	ReadOrgHead(org, &head);
+	if (at_revision != head.revision ||
 		(!PG_ARGISNULL(6) &&
-		 (!head_version_known || memcmp(PG_GETARG_UUID_P(6), &head_version, sizeof(pg_uuid_t)) != 0)))
+		 (!head.version_known || memcmp(PG_GETARG_UUID_P(6), &head.version, sizeof(pg_uuid_t)) != 0)))
 		ereport(ERROR,
 				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '5')),
 				 errmsg("organization \"%s\" moved during the snapshot", TextDatumGetCString(org)),
-				 at_revision != head ?
+				 at_revision != head.revision ?
 				 errdetail("The snapshot was read at revision " INT64_FORMAT "; the head is now " INT64_FORMAT ".",
-						   at_revision, head) :
-				 errdetail("The head is at revision " INT64_FORMAT " with another version than at_version.", head),
+						   at_revision, head.revision) :
+				 errdetail("The head is at revision " INT64_FORMAT " with another version than at_version.",
+						   head.revision),
 				 errhint("Read the snapshot's pages in one REPEATABLE READ transaction.")));
 
 	if (keyset)
@@ -413,24 +417,12 @@ snapshot_entities(PG_FUNCTION_ARGS)
 									2, argtypes);
 
 	params = makeParamList(keyset ? 4 : 2);
-	params->params[0].value = org;
-	params->params[0].isnull = false;
-	params->params[0].pflags = PARAM_FLAG_CONST;
-	params->params[0].ptype = TEXTOID;
-	params->params[1].value = Int64GetDatum(complete_after);
-	params->params[1].isnull = false;
-	params->params[1].pflags = PARAM_FLAG_CONST;
-	params->params[1].ptype = INT8OID;
+	SetParam(params, 0, org, TEXTOID);
+	SetParam(params, 1, Int64GetDatum(head.complete_after), INT8OID);
 	if (keyset)
 	{
-		params->params[2].value = PG_GETARG_DATUM(2);
-		params->params[2].isnull = false;
-		params->params[2].pflags = PARAM_FLAG_CONST;
-		params->params[2].ptype = TEXTOID;
-		params->params[3].value = PG_GETARG_DATUM(3);
-		params->params[3].isnull = false;
-		params->params[3].pflags = PARAM_FLAG_CONST;
-		params->params[3].ptype = TEXTOID;
+		SetParam(params, 2, PG_GETARG_DATUM(2), TEXTOID);
+		SetParam(params, 3, PG_GETARG_DATUM(3), TEXTOID);
 	}
 
 	memset(&receiver, 0, sizeof(receiver));
