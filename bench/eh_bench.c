@@ -24,6 +24,25 @@
  *       Percentiles of the latencies in pgbench -l logs, optionally only
  *       for transactions that completed within [FROM, UNTIL].
  *
+ *   eh_bench select -o ORG -e EXPECT [-c FETCH]
+ *       The baseline of a snapshot: the organization's rows of
+ *       eventhub.events (the snapshot's columns) streamed to this client in
+ *       one REPEATABLE READ, READ ONLY transaction, in single-row mode, or
+ *       with -c through a cursor FETCH rows at a time.
+ *
+ *   eh_bench snapshot-sql -o ORG -e EXPECT [-P PAGE]
+ *       A snapshot through the SQL functions, as the library reads one:
+ *       snapshot_head, then pages of PAGE entities of snapshot_entities
+ *       keyed by the previous page's last (event_type, entity_id), in one
+ *       REPEATABLE READ, READ ONLY transaction.
+ *
+ *   select and snapshot-sql print rows, seconds, rows_per_s, the client's
+ *   peak RSS (maxrss_kb), the server backend's pid and its peak anonymous
+ *   memory (backend_rss_anon_kb: RssAnon of /proc/PID/status, sampled
+ *   every 10 ms from connection to the last row; backend_rss_anon_start_kb
+ *   is the first sample).  Both read every column's text, as an
+ *   application would.  EXPECT is the number of rows; another count fails.
+ *
  * Each mode prints one line of key=value pairs on stdout (milliseconds,
  * seconds, kB).  Connections use libpq's environment (PGHOST, PGPORT...).
  */
@@ -37,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,6 +525,269 @@ run_pctl(int nfiles, char **files, double from, double until)
 	return n > 0 ? 0 : 1;
 }
 
+/* ---------------------------------------------------- backend memory */
+
+/*
+ * A thread that samples RssAnon of a server backend every 10 ms.  RssAnon,
+ * not VmHWM: a backend's VmHWM counts the shared_buffers pages it touched,
+ * which grow with the rows read whatever the backend keeps.
+ */
+typedef struct mem_sampler
+{
+	pthread_t	thread;
+	int			pid;
+	atomic_int	stop;
+	long		start_kb;		/* first sample; -1 until read */
+	long		peak_kb;
+	long		samples;
+} mem_sampler;
+
+static long
+rss_anon_kb(int pid)
+{
+	char		path[64],
+				line[256];
+	FILE	   *f;
+	long		kb = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static void *
+sampler_main(void *arg)
+{
+	mem_sampler *m = arg;
+
+	while (!atomic_load(&m->stop))
+	{
+		long		kb = rss_anon_kb(m->pid);
+
+		if (kb >= 0)
+		{
+			if (m->start_kb < 0)
+				m->start_kb = kb;
+			if (kb > m->peak_kb)
+				m->peak_kb = kb;
+			m->samples++;
+		}
+		usleep(10000);
+	}
+	return NULL;
+}
+
+static void
+sampler_start(mem_sampler *m, int pid)
+{
+	memset(m, 0, sizeof(*m));
+	m->pid = pid;
+	m->start_kb = -1;
+	m->peak_kb = -1;
+	if (pthread_create(&m->thread, NULL, sampler_main, m) != 0)
+		die("%s", "pthread_create failed");
+}
+
+/* Stops the sampler after one last sample. */
+static void
+sampler_stop(mem_sampler *m)
+{
+	long		kb = rss_anon_kb(m->pid);
+
+	atomic_store(&m->stop, 1);
+	pthread_join(m->thread, NULL);
+	if (kb > m->peak_kb)
+		m->peak_kb = kb;
+}
+
+/* The line select and snapshot-sql print (snapshot too, with its extras). */
+static void
+print_read(const char *what, long long rows, double secs, const mem_sampler *m)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	printf("mode=%s rows=%lld seconds=%.3f rows_per_s=%.0f maxrss_kb=%ld backend_pid=%d"
+		   " backend_rss_anon_kb=%ld backend_rss_anon_start_kb=%ld samples=%ld",
+		   what, rows, secs, rows / secs, ru.ru_maxrss, m->pid, m->peak_kb, m->start_kb, m->samples);
+}
+
+/* ------------------------------------------------- select, snapshot-sql */
+
+static PGconn *
+connect_plain(void)
+{
+	PGconn	   *conn = PQconnectdb("");
+
+	if (PQstatus(conn) != CONNECTION_OK)
+		die("connect: %s", PQerrorMessage(conn));
+	return conn;
+}
+
+static void
+exec_ok(PGconn *conn, const char *sql)
+{
+	PGresult   *res = PQexec(conn, sql);
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		die("%s", PQerrorMessage(conn));
+	PQclear(res);
+}
+
+/* Reads every value of every row, as an application would: total bytes. */
+static size_t
+touch_rows(const PGresult *res)
+{
+	size_t		bytes = 0;
+	int			nf = PQnfields(res);
+
+	for (int r = 0; r < PQntuples(res); r++)
+		for (int f = 0; f < nf; f++)
+			bytes += strlen(PQgetvalue(res, r, f));
+	return bytes;
+}
+
+#define SNAPSHOT_COLUMNS "event_type, entity_id, revision, version_id, action, event_data"
+
+static int
+run_select(const char *org, long long expect, int fetch)
+{
+	PGconn	   *conn = connect_plain();
+	mem_sampler m;
+	const char *params[1] = {org};
+	PGresult   *res;
+	long long	rows = 0;
+	size_t		bytes = 0;
+	double		t0,
+				t1;
+
+	sampler_start(&m, PQbackendPID(conn));
+	t0 = now_s(CLOCK_MONOTONIC);
+	exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+	if (fetch > 0)
+	{
+		char		sql[64];
+
+		res = PQexecParams(conn, "DECLARE snap_rows NO SCROLL CURSOR FOR SELECT " SNAPSHOT_COLUMNS
+						   " FROM eventhub.events WHERE organization_id = $1", 1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			die("%s", PQerrorMessage(conn));
+		PQclear(res);
+		snprintf(sql, sizeof(sql), "FETCH %d FROM snap_rows", fetch);
+		for (;;)
+		{
+			int			n;
+
+			res = PQexec(conn, sql);
+			if (PQresultStatus(res) != PGRES_TUPLES_OK)
+				die("%s", PQerrorMessage(conn));
+			n = PQntuples(res);
+			bytes += touch_rows(res);
+			rows += n;
+			PQclear(res);
+			if (n < fetch)
+				break;
+		}
+	}
+	else
+	{
+		if (!PQsendQueryParams(conn, "SELECT " SNAPSHOT_COLUMNS " FROM eventhub.events WHERE organization_id = $1",
+							   1, NULL, params, NULL, NULL, 0) || !PQsetSingleRowMode(conn))
+			die("%s", PQerrorMessage(conn));
+		while ((res = PQgetResult(conn)) != NULL)
+		{
+			ExecStatusType st = PQresultStatus(res);
+
+			if (st == PGRES_SINGLE_TUPLE)
+			{
+				bytes += touch_rows(res);
+				rows++;
+			}
+			else if (st != PGRES_TUPLES_OK)
+				die("%s", PQerrorMessage(conn));
+			PQclear(res);
+		}
+	}
+	exec_ok(conn, "COMMIT");
+	t1 = now_s(CLOCK_MONOTONIC);
+	sampler_stop(&m);
+	print_read(fetch > 0 ? "select-cursor" : "select", rows, t1 - t0, &m);
+	printf(" bytes=%zu\n", bytes);
+	PQfinish(conn);
+	return rows == expect ? 0 : 1;
+}
+
+static int
+run_snapshot_sql(const char *org, long long expect, int page)
+{
+	PGconn	   *conn = connect_plain();
+	mem_sampler m;
+	const char *params[5];
+	char		head[32],
+				limit[16],
+			   *after_type = NULL,
+			   *after_id = NULL;
+	PGresult   *res;
+	long long	rows = 0,
+				pages = 0;
+	size_t		bytes = 0;
+	double		t0,
+				t1;
+
+	snprintf(limit, sizeof(limit), "%d", page);
+	sampler_start(&m, PQbackendPID(conn));
+	t0 = now_s(CLOCK_MONOTONIC);
+	exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+	params[0] = org;
+	res = PQexecParams(conn, "SELECT revision FROM eventhub.snapshot_head($1)", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		die("snapshot_head: %s", PQerrorMessage(conn));
+	snprintf(head, sizeof(head), "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	for (;;)
+	{
+		int			n;
+
+		params[1] = head;
+		params[2] = after_type;
+		params[3] = after_id;
+		params[4] = limit;
+		res = PQexecParams(conn, "SELECT " SNAPSHOT_COLUMNS " FROM eventhub.snapshot_entities($1, $2, $3, $4, $5)",
+						   5, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			die("snapshot_entities: %s", PQerrorMessage(conn));
+		n = PQntuples(res);
+		bytes += touch_rows(res);
+		rows += n;
+		pages++;
+		if (n > 0)
+		{
+			free(after_type);
+			free(after_id);
+			after_type = strdup(PQgetvalue(res, n - 1, 0));
+			after_id = strdup(PQgetvalue(res, n - 1, 1));
+		}
+		PQclear(res);
+		if (n < page)
+			break;
+	}
+	exec_ok(conn, "COMMIT");
+	t1 = now_s(CLOCK_MONOTONIC);
+	sampler_stop(&m);
+	print_read("snapshot-sql", rows, t1 - t0, &m);
+	printf(" bytes=%zu pages=%lld head=%s\n", bytes, pages, head);
+	free(after_type);
+	free(after_id);
+	PQfinish(conn);
+	return rows == expect ? 0 : 1;
+}
+
 /* --------------------------------------------------------------- main */
 
 static void
@@ -514,7 +797,9 @@ usage(void)
 			"usage: eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY] [-L LATFILE] [-t DRAIN_S]\n"
 			"       eh_bench catchup -o ORG -e EXPECT\n"
 			"       eh_bench listen -n CONNS [-r READY]\n"
-			"       eh_bench pctl [-f FROM_EPOCH] [-u UNTIL_EPOCH] PGBENCH_LOG...\n");
+			"       eh_bench pctl [-f FROM_EPOCH] [-u UNTIL_EPOCH] PGBENCH_LOG...\n"
+			"       eh_bench select -o ORG -e EXPECT [-c FETCH]\n"
+			"       eh_bench snapshot-sql -o ORG -e EXPECT [-P PAGE]\n");
 	exit(2);
 }
 
@@ -526,6 +811,8 @@ main(int argc, char **argv)
 			   *ready = NULL,
 			   *latfile = NULL;
 	int			n = 1,
+				fetch = 0,
+				page = 1000,
 				opt;
 	long long	expect = 0;
 	double		from = 0,
@@ -535,7 +822,7 @@ main(int argc, char **argv)
 		usage();
 	mode = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "o:n:l:p:r:L:t:e:f:u:")) != -1)
+	while ((opt = getopt(argc, argv, "o:n:l:p:r:L:t:e:f:u:c:P:")) != -1)
 	{
 		switch (opt)
 		{
@@ -569,11 +856,17 @@ main(int argc, char **argv)
 			case 'u':
 				until = atof(optarg);
 				break;
+			case 'c':
+				fetch = atoi(optarg);
+				break;
+			case 'P':
+				page = atoi(optarg);
+				break;
 			default:
 				usage();
 		}
 	}
-	if (n < 1)
+	if (n < 1 || fetch < 0 || page < 1)
 		usage();
 	if (strcmp(mode, "sub") == 0 && org)
 	{
@@ -584,6 +877,10 @@ main(int argc, char **argv)
 		return run_catchup(org, expect);
 	if (strcmp(mode, "listen") == 0)
 		return run_listen(n, ready);
+	if (strcmp(mode, "select") == 0 && org && expect > 0)
+		return run_select(org, expect, fetch);
+	if (strcmp(mode, "snapshot-sql") == 0 && org && expect > 0)
+		return run_snapshot_sql(org, expect, page);
 	if (strcmp(mode, "pctl") == 0 && optind < argc)
 		return run_pctl(argc - optind, argv + optind, from, until);
 	usage();
