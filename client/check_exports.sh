@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_exports.sh: the shared library exports exactly the documented API.
 # Compares three lists of function names: nm -D of libeventhub.so.1 (the
-# version suffix, @@EVENTHUB_1, removed), the functions eventhub.h
+# version suffix, @@EVENTHUB_1 or @@EVENTHUB_1.N, removed), the functions eventhub.h
 # declares, and the list under "Symbols" in docs/client.md (between its
 # <!-- symbols --> markers).  Run from client/ after the build, by
 # `make check`; the docs are looked for beside client/ (a source tree) and
@@ -22,8 +22,9 @@ if ! diff -u "$tmp/header" "$tmp/nm" >"$tmp/diff1"; then
 	sed -n '3,$p' "$tmp/diff1"
 	status=1
 fi
-if nm -D --defined-only "$lib" | awk '$2 == "T"' | grep -qv '@@EVENTHUB_1$'; then
-	echo "not ok: a symbol of $lib is not versioned EVENTHUB_1"
+# EVENTHUB_1, or a later node of the same soname (EVENTHUB_1.1: 0.4.0).
+if nm -D --defined-only "$lib" | awk '$2 == "T"' | grep -qv '@@EVENTHUB_1\(\.[0-9]*\)\{0,1\}$'; then
+	echo "not ok: a symbol of $lib is not versioned EVENTHUB_1 or EVENTHUB_1.N"
 	status=1
 fi
 if [ -f ../docs/client.md ]; then
@@ -37,5 +38,5 @@ if [ -f ../docs/client.md ]; then
 else
 	echo "# check_exports: no ../docs/client.md here; compared with eventhub.h only"
 fi
-[ $status -eq 0 ] && echo "ok - $lib exports exactly the $(wc -l <"$tmp/nm") documented functions, versioned EVENTHUB_1"
+[ $status -eq 0 ] && echo "ok - $lib exports exactly the $(wc -l <"$tmp/nm") documented functions, versioned EVENTHUB_1 or EVENTHUB_1.N"
 exit $status

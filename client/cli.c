@@ -1,8 +1,8 @@
 /*
  * cli.c: the eventhub command-line tool.
  *
- * Exit status: 0 success, 1 an error (connection, server, bad input), 2 a
- * usage error, 3 `watch --timeout` passed before --count events arrived,
+ * Exit status: 0 success, 1 an error (connection, server, bad input; `get`
+ * of an incomplete state or an interrupted snapshot), 2 a usage error, 3 `watch --timeout` passed before --count events arrived,
  * 4 `status --fail-if-lag N` found a live replica more than N behind, 130
  * `watch` ended by SIGINT or SIGTERM, 141 its standard output was closed.
  *
@@ -207,9 +207,13 @@ run_publish(const cli_options *o)
 
 typedef struct watch_state
 {
+	int			get;			/* `get`: entity lines, the end line, done */
 	int64_t		limit;			/* 0: none */
 	int64_t		seen;
 	int			write_errno;	/* writing to stdout failed with this */
+	int			done;			/* get: the snapshot ended */
+	int			aborted;		/* get: the snapshot was interrupted */
+	int64_t		entities;		/* of the snapshot under way (one at a time) */
 } watch_state;
 
 /*
@@ -228,12 +232,10 @@ flush_line(watch_state *w)
 	return false;
 }
 
-static int
-print_event(eh_client *client, const eh_event *ev, void *arg)
+/* An event's line, as in 0.3.0 with the transaction's two keys appended. */
+static void
+print_event(const eh_event *ev)
 {
-	watch_state *w = arg;
-
-	(void) client;
 	fputs("{\"organization_id\": ", stdout);
 	json_string(stdout, ev->organization_id);
 	printf(", \"revision\": %lld", (long long) ev->revision);
@@ -247,11 +249,103 @@ print_event(eh_client *client, const eh_event *ev, void *arg)
 	/* event_data is jsonb's own output: valid JSON, written as a value */
 	fputs(", \"event_data\": ", stdout);
 	cli_put_json(stdout, ev->event_data);
-	fputs("}\n", stdout);
+	printf(", \"transaction_first_revision\": %lld, \"transaction_end\": %s}\n",
+		   (long long) ev->transaction_first_revision, ev->transaction_end ? "true" : "false");
+}
+
+/*
+ * A transaction's events (or a part of one over the batch limits), one
+ * line each.  --count stops only at a transaction's end.
+ */
+static int
+print_transaction(eh_client *client, const char *org, const eh_event *const *events, int n,
+				  int ends_transaction, void *arg)
+{
+	watch_state *w = arg;
+
+	(void) client;
+	(void) org;
+	for (int i = 0; i < n; i++)
+		print_event(events[i]);
 	if (!flush_line(w))
 		return 1;				/* stop: the output is gone */
-	w->seen++;
-	return w->limit > 0 && w->seen >= w->limit;
+	w->seen += n;
+	return ends_transaction && w->limit > 0 && w->seen >= w->limit;
+}
+
+/* Writes , "head_revision": N, "head_version_id": "..." (null without events). */
+static void
+print_head(int64_t head, const char *version)
+{
+	printf(", \"head_revision\": %lld, \"head_version_id\": ", (long long) head);
+	if (version)
+		json_string(stdout, version);
+	else
+		fputs("null", stdout);
+}
+
+/*
+ * A snapshot: watch prints its begin line, its entities, its end line (or
+ * abort); get the entities and the end line, and then it is done.
+ */
+static void
+print_snapshot(eh_client *client, const char *org, eh_snapshot_phase phase, int reason,
+			   const eh_entity *const *entities, int n, int64_t head, const char *head_version, void *arg)
+{
+	watch_state *w = arg;
+
+	(void) client;
+	if (w->write_errno || w->done || w->aborted)
+		return;
+	switch (phase)
+	{
+		case EH_SNAPSHOT_BEGIN:
+			w->entities = 0;
+			if (w->get)
+				return;
+			fputs("{\"snapshot\": \"begin\", \"organization_id\": ", stdout);
+			json_string(stdout, org);
+			printf(", \"reason\": \"%s\"", reason ? eh_resync_reason_name((eh_resync_reason) reason) : "initial");
+			print_head(head, head_version);
+			fputs("}\n", stdout);
+			break;
+		case EH_SNAPSHOT_ENTITIES:
+			w->entities += n;
+			for (int i = 0; i < n; i++)
+			{
+				const eh_entity *e = entities[i];
+
+				fputs("{\"organization_id\": ", stdout);
+				json_string(stdout, e->organization_id);
+				json_field(stdout, "entity_type", e->event_type);
+				json_field(stdout, "entity_id", e->entity_id);
+				printf(", \"revision\": %lld", (long long) e->revision);
+				json_field(stdout, "version_id", e->version_id);
+				fputs(", \"event_data\": ", stdout);
+				cli_put_json(stdout, e->event_data);
+				fputs("}\n", stdout);
+			}
+			break;
+		case EH_SNAPSHOT_END:
+			fputs("{\"snapshot\": \"end\", \"organization_id\": ", stdout);
+			json_string(stdout, org);
+			print_head(head, head_version);
+			printf(", \"entities\": %lld}\n", (long long) w->entities);
+			if (w->get)
+				w->done = 1;
+			break;
+		case EH_SNAPSHOT_ABORT:
+			if (w->get)
+			{
+				w->aborted = 1;
+				return;
+			}
+			fputs("{\"snapshot\": \"abort\", \"organization_id\": ", stdout);
+			json_string(stdout, org);
+			fputs("}\n", stdout);
+			break;
+	}
+	flush_line(w);
 }
 
 /*
@@ -275,11 +369,17 @@ print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_
 	flush_line(w);
 }
 
+/*
+ * watch, and get: a snapshot of one organization with the same client and
+ * loop, which ends once it is complete.
+ */
 static int
 run_watch(const cli_options *o)
 {
 	eh_client  *c = eh_client_new(o->conninfo);
-	watch_state w = {o->count, 0, 0};
+	int			get = o->command == CMD_GET;
+	int64_t		from = get || o->snapshot ? EH_FROM_SNAPSHOT : o->after >= 0 ? o->after : EH_FROM_HEAD;
+	watch_state w = {0};
 	double		deadline = o->timeout_s > 0 ? now_seconds() + o->timeout_s : -1;
 	int			status = 0;
 	int			interrupted = 0;
@@ -289,10 +389,16 @@ run_watch(const cli_options *o)
 		fprintf(stderr, "eventhub: out of memory\n");
 		return 1;
 	}
-	eh_set_event_callback(c, print_event, &w);
-	eh_set_resync_callback(c, print_resync, &w);
+	w.get = get;
+	w.limit = o->count;
+	eh_set_transaction_callback(c, print_transaction, &w);
+	/* get has no resync callback: an incomplete state (ZE004) ends it */
+	if (!get)
+		eh_set_resync_callback(c, print_resync, &w);
+	if (from == EH_FROM_SNAPSHOT)
+		eh_set_snapshot_callback(c, print_snapshot, &w);
 	eh_set_log_callback(c, log_to_stderr, NULL);
-	if (o->no_listen)
+	if (o->no_listen || get)
 		eh_set_listen(c, 0);
 	if (o->poll_interval_ms)
 		eh_set_poll_interval(c, o->poll_interval_ms);
@@ -300,7 +406,7 @@ run_watch(const cli_options *o)
 		eh_set_fallback_poll_interval(c, o->fallback_poll_interval_ms);
 	if ((o->batch_bytes && eh_set_batch_bytes(c, o->batch_bytes) != EH_OK) ||
 		(o->query_timeout_ms && eh_set_query_timeout(c, o->query_timeout_ms) != EH_OK) ||
-		(o->all && eh_subscribe_all(c, o->after == 0 ? 0 : EH_FROM_HEAD) != EH_OK))
+		(o->all && eh_subscribe_all(c, o->snapshot ? EH_FROM_SNAPSHOT : o->after == 0 ? 0 : EH_FROM_HEAD) != EH_OK))
 	{
 		report("", eh_error_message(c));
 		eh_client_free(c);
@@ -316,7 +422,7 @@ run_watch(const cli_options *o)
 		return 1;
 	}
 	for (int i = 0; i < o->norgs; i++)
-		if (eh_subscribe_at(c, o->orgs[i], o->after >= 0 ? o->after : EH_FROM_HEAD, o->after_version) != EH_OK)
+		if (eh_subscribe_at(c, o->orgs[i], from, o->after_version) != EH_OK)
 		{
 			report("", eh_error_message(c));
 			eh_client_free(c);
@@ -360,6 +466,16 @@ run_watch(const cli_options *o)
 			if (w.write_errno != EPIPE)
 				fprintf(stderr, "eventhub: could not write to standard output: %s\n", strerror(w.write_errno));
 			status = w.write_errno == EPIPE ? EXIT_PIPE : 1;
+			break;
+		}
+		if (get && (w.done || w.aborted || (n < 0 && strcmp(eh_error_sqlstate(c), "ZE004") == 0)))
+		{
+			/* Complete, or a state that a retry cannot complete: done either way. */
+			if (w.aborted)
+				report("", "the snapshot was interrupted (the connection was lost, or the head moved); run get again");
+			else if (!w.done)
+				report("", eh_error_message(c));
+			status = w.done ? 0 : 1;
 			break;
 		}
 		if (n < 0 && n != EH_ERR_MEMORY && eh_error_retryable(c))
@@ -789,7 +905,8 @@ main(int argc, char **argv)
 		report("", err);
 		fprintf(stderr, "Try \"eventhub%s%s --help\".\n", o.command ? " " : "",
 				o.command == CMD_PUBLISH ? "publish" : o.command == CMD_WATCH ? "watch" :
-				o.command == CMD_STATUS ? "status" : o.command == CMD_CLEANUP ? "cleanup" : "");
+				o.command == CMD_STATUS ? "status" : o.command == CMD_CLEANUP ? "cleanup" :
+				o.command == CMD_GET ? "get" : "");
 		return EXIT_USAGE;
 	}
 	if (o.help)
@@ -819,6 +936,7 @@ main(int argc, char **argv)
 			status = run_publish(&o);
 			break;
 		case CMD_WATCH:
+		case CMD_GET:
 			status = run_watch(&o);
 			break;
 		case CMD_STATUS:

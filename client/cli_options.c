@@ -19,6 +19,7 @@ static const char usage_main[] =
 "Commands:\n"
 "  publish   publish an event and print its revision\n"
 "  watch     print events as JSON lines as they are committed\n"
+"  get       print an organization's current entities as JSON lines\n"
 "  status    show each organization's head revision, version and kept events\n"
 "  cleanup   delete events older than a duration\n"
 "\n"
@@ -42,6 +43,7 @@ static const char usage_publish[] =
 static const char usage_watch[] =
 "Usage: eventhub watch --org ORG [--org ORG ...] [--after REVISION [--after-version UUID]]\n"
 "       eventhub watch --all [--after 0]\n"
+"       eventhub watch (--org ORG [--org ORG ...] | --all) --snapshot\n"
 "                      [--count N] [--timeout SECONDS] [--poll-interval MS]\n"
 "                      [--fallback-poll-interval MS] [--no-listen]\n"
 "                      [--batch-bytes N] [--query-timeout MS]\n"
@@ -50,26 +52,34 @@ static const char usage_watch[] =
 "\n"
 "Prints each event of the organizations as one JSON object per line, in\n"
 "revision order, and a line {\"resync\": true, ...} when an organization must\n"
-"be reloaded.  To resume, store the revision and version_id of the last line\n"
-"applied (a resync line's head_revision and head_version_id) and pass them\n"
-"back with --after and --after-version.  Transient server errors are retried\n"
+"be reloaded.  An event's transaction_first_revision and transaction_end\n"
+"tell which events were published in one transaction.  To resume, store the\n"
+"revision and version_id of the last line applied with transaction_end true\n"
+"(a resync line's head_revision and head_version_id) and pass them back\n"
+"with --after and --after-version.  Transient server errors are retried\n"
 "with a warning on stderr.\n"
 "  --org ORG              organization to follow (repeatable)\n"
 "  --all                  follow every organization, present and future\n"
 "                         (from their heads; with --after 0, all kept history)\n"
 "  --after REVISION       start after this revision (0: the whole kept\n"
 "                         history; default: from the current head)\n"
+"  --snapshot             start with each organization's current entities,\n"
+"                         between {\"snapshot\": \"begin\", ...} and\n"
+"                         {\"snapshot\": \"end\", ...} lines, then its events;\n"
+"                         answer a resync with a new snapshot\n"
 "  --after-version UUID   the version_id at --after: a history that differs\n"
 "                         (a failover) prints a resync line first\n"
 "                         (one --org only)\n"
-"  --count N              exit 0 after N events\n"
+"  --count N              exit 0 after N events (and the rest of the\n"
+"                         transaction of the Nth)\n"
 "  --timeout SECONDS      exit 3 if this time passes first\n"
 "  --poll-interval MS     poll organization_states this often (default 5000)\n"
 "  --fallback-poll-interval MS  ... and this often while notifications cannot\n"
 "                         reach the connection (default 250)\n"
 "  --no-listen            do not LISTEN; poll only, every --poll-interval\n"
-"  --batch-bytes N        fetch at most about N bytes of events at a time\n"
-"                         (default 8388608; one larger event still comes)\n"
+"  --batch-bytes N        fetch at most about N bytes of events at a time, as\n"
+"                         stored (default 8388608; one larger event still\n"
+"                         comes, a larger transaction in parts)\n"
 "  --query-timeout MS     give a query or connection attempt this long before\n"
 "                         reconnecting (default 30000)\n"
 "  --replica-id ID        report progress as this replica (eventhub.heartbeat)\n"
@@ -77,6 +87,21 @@ static const char usage_watch[] =
 "  --heartbeat-interval MS  heartbeat this often (default 10000)\n"
 "  --heartbeat-conninfo CONNINFO  send heartbeats over this connection (the\n"
 "                         primary, when reading from a standby)\n";
+
+static const char usage_get[] =
+"Usage: eventhub get --org ORG [--batch-bytes N] [--query-timeout MS]\n"
+"\n"
+"Prints the organization's current entities, each live entity's latest\n"
+"event, as one JSON object per line in (entity_type, entity_id) order, then\n"
+"a line {\"snapshot\": \"end\", ...} with the head revision and version they\n"
+"are consistent with (watch --after HEAD --after-version VERSION goes on\n"
+"from there).  Exits 1 when the server reports the organization's state\n"
+"incomplete (SQLSTATE ZE004) or the snapshot is interrupted.\n"
+"  --org ORG              the organization\n"
+"  --batch-bytes N        read at most about N bytes of entities at a time\n"
+"                         (default 8388608)\n"
+"  --query-timeout MS     give a query or connection attempt this long before\n"
+"                         reconnecting (default 30000)\n";
 
 static const char usage_status[] =
 "Usage: eventhub status [--org ORG] [--json] [--fail-if-lag N]\n"
@@ -103,6 +128,8 @@ cli_usage(cli_command command)
 			return usage_publish;
 		case CMD_WATCH:
 			return usage_watch;
+		case CMD_GET:
+			return usage_get;
 		case CMD_STATUS:
 			return usage_status;
 		case CMD_CLEANUP:
@@ -151,7 +178,7 @@ enum
 	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP,
 	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG,
 	OPT_AFTER_VERSION, OPT_FALLBACK_POLL, OPT_HEARTBEAT_CONNINFO, OPT_ALL, OPT_BATCH_BYTES,
-	OPT_QUERY_TIMEOUT
+	OPT_QUERY_TIMEOUT, OPT_SNAPSHOT
 };
 
 int
@@ -173,6 +200,7 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		{"poll-interval", required_argument, NULL, OPT_POLL},
 		{"no-listen", no_argument, NULL, OPT_NO_LISTEN},
 		{"all", no_argument, NULL, OPT_ALL},
+		{"snapshot", no_argument, NULL, OPT_SNAPSHOT},
 		{"batch-bytes", required_argument, NULL, OPT_BATCH_BYTES},
 		{"query-timeout", required_argument, NULL, OPT_QUERY_TIMEOUT},
 		{"older-than", required_argument, NULL, OPT_OLDER_THAN},
@@ -231,6 +259,8 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		opts->command = CMD_STATUS;
 	else if (strcmp(name, "cleanup") == 0)
 		opts->command = CMD_CLEANUP;
+	else if (strcmp(name, "get") == 0)
+		opts->command = CMD_GET;
 	else
 	{
 		snprintf(err, errlen, "unknown command \"%s\"", name);
@@ -256,7 +286,7 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				opts->help = 1;
 				return 0;
 			case OPT_ORG:
-				if (opts->command == CMD_WATCH || opts->command == CMD_STATUS)
+				if (opts->command == CMD_WATCH || opts->command == CMD_STATUS || opts->command == CMD_GET)
 				{
 					if (opts->norgs == CLI_MAX_ORGS)
 					{
@@ -317,6 +347,9 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				break;
 			case OPT_ALL:
 				opts->all = 1;
+				break;
+			case OPT_SNAPSHOT:
+				opts->snapshot = 1;
 				break;
 			case OPT_BATCH_BYTES:
 				if (int_option("--batch-bytes", "a number of bytes from 1024 to 1073741824", optarg, 1024, 1073741824, &v, err, errlen) != 0)
@@ -399,12 +432,14 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 	ONLY_FOR(opts->command == CMD_WATCH || !(opts->after >= 0 || opts->after_version || opts->count ||
 											opts->timeout_s > 0 || opts->poll_interval_ms ||
 											opts->fallback_poll_interval_ms || opts->no_listen ||
-											opts->all || opts->batch_bytes || opts->query_timeout_ms ||
+											opts->all || opts->snapshot ||
 											opts->replica_id || opts->labels ||
 											opts->heartbeat_interval_ms || opts->heartbeat_conninfo),
 			 "--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
-			 "--no-listen, --all, --batch-bytes, --query-timeout, --replica-id, --labels, --heartbeat-interval "
+			 "--no-listen, --all, --snapshot, --replica-id, --labels, --heartbeat-interval "
 			 "or --heartbeat-conninfo");
+	ONLY_FOR(opts->command == CMD_WATCH || opts->command == CMD_GET ||
+			 !(opts->batch_bytes || opts->query_timeout_ms), "--batch-bytes or --query-timeout");
 	ONLY_FOR(opts->command == CMD_STATUS || !(opts->json || opts->fail_if_lag >= 0),
 			 "--json or --fail-if-lag");
 	ONLY_FOR(opts->command == CMD_CLEANUP || !opts->older_than, "--older-than");
@@ -429,6 +464,11 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			if (opts->all && opts->norgs)
 			{
 				snprintf(err, errlen, "--all follows every organization: it does not take --org");
+				return -1;
+			}
+			if (opts->snapshot && (opts->after >= 0 || opts->after_version))
+			{
+				snprintf(err, errlen, "--snapshot starts from a snapshot: it does not take --after or --after-version");
 				return -1;
 			}
 			if (opts->all && (opts->after > 0 || opts->after_version))
@@ -461,6 +501,14 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 						snprintf(err, errlen, "--org \"%s\" given twice", opts->orgs[i]);
 						return -1;
 					}
+			break;
+		case CMD_GET:
+			REQUIRED(opts->norgs, "--org");
+			if (opts->norgs > 1)
+			{
+				snprintf(err, errlen, "get takes one --org");
+				return -1;
+			}
 			break;
 		case CMD_STATUS:
 			if (opts->norgs > 1)

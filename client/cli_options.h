@@ -20,7 +20,8 @@ typedef enum cli_command
 	CMD_PUBLISH,
 	CMD_WATCH,
 	CMD_STATUS,
-	CMD_CLEANUP
+	CMD_CLEANUP,
+	CMD_GET
 } cli_command;
 
 typedef struct cli_options
@@ -37,7 +38,7 @@ typedef struct cli_options
 	const char *correlation_id;
 	const char *data;
 
-	/* watch (orgs also for status, where at most one is allowed) */
+	/* watch (orgs also for status and get, where at most one is allowed) */
 	const char *orgs[CLI_MAX_ORGS];
 	int			norgs;
 	int64_t		after;			/* -1: from the head */
@@ -47,6 +48,7 @@ typedef struct cli_options
 	int			poll_interval_ms;	/* 0: library default */
 	int			no_listen;
 	int			all;			/* --all: every organization */
+	int			snapshot;		/* --snapshot: start from a snapshot, resync with one */
 	int			batch_bytes;	/* 0: library default */
 	int			query_timeout_ms;	/* 0: library default */
 	int			fallback_poll_interval_ms;	/* 0: library default */

@@ -66,6 +66,7 @@ eh_client_free(eh_client *c)
 	ehi_conn_close(&c->link.conn);
 	ehi_conn_close(&c->listen.probe_conn);
 	ehi_free_replica(c);
+	ehi_snapshot_free(c);
 	ehi_free_subs(c);
 	ehi_publish_clear(c);
 	free(c->conninfo);
@@ -91,6 +92,26 @@ eh_set_resync_callback(eh_client *c, eh_resync_cb cb, void *arg)
 		return EH_ERR_ARGUMENT;
 	c->cb.resync = cb;
 	c->cb.resync_arg = arg;
+	return EH_OK;
+}
+
+int
+eh_set_transaction_callback(eh_client *c, eh_transaction_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->cb.transaction = cb;
+	c->cb.transaction_arg = arg;
+	return EH_OK;
+}
+
+int
+eh_set_snapshot_callback(eh_client *c, eh_snapshot_cb cb, void *arg)
+{
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	c->cb.snapshot = cb;
+	c->cb.snapshot_arg = arg;
 	return EH_OK;
 }
 
@@ -354,15 +375,21 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 	}
 	if (check_id(c, "organization id", org) != EH_OK)
 		return EH_ERR_ARGUMENT;
-	if (after_revision < EH_FROM_HEAD)
+	if (after_revision < EH_FROM_SNAPSHOT)
 	{
-		ehi_set_error(c, "after_revision must be >= 0 or EH_FROM_HEAD, not %lld", (long long) after_revision);
+		ehi_set_error(c, "after_revision must be >= 0, EH_FROM_HEAD or EH_FROM_SNAPSHOT, not %lld",
+					  (long long) after_revision);
 		return EH_ERR_ARGUMENT;
 	}
-	if (after_version && (after_revision == EH_FROM_HEAD || !canonical_uuid(after_version, version)))
+	if (after_revision == EH_FROM_SNAPSHOT && !c->cb.snapshot)
 	{
-		ehi_set_error(c, after_revision == EH_FROM_HEAD ?
-					  "a version goes with a revision, not with EH_FROM_HEAD" :
+		ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
+		return EH_ERR_ARGUMENT;
+	}
+	if (after_version && (after_revision < 0 || !canonical_uuid(after_version, version)))
+	{
+		ehi_set_error(c, after_revision < 0 ?
+					  "a version goes with a revision, not with EH_FROM_HEAD or EH_FROM_SNAPSHOT" :
 					  "after_version must be a UUID, not \"%s\"", after_version);
 		return EH_ERR_ARGUMENT;
 	}
@@ -377,16 +404,22 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 		/* Followed through eh_subscribe_all(): the stored cursor wins. */
 		ehi_forget_sub(c, s);	/* a query out for it answers the old cursor */
 		s->automatic = 0;
-		s->cursor = after_revision;
+		s->cursor = after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision;
 		s->needs_fetch = 0;
 		s->resync_reason = 0;
+		s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
+		s->snapshot_reason = 0;
+		s->no_snapshot = 0;
 		ehi_versions_reset(&s->seen);
 		snprintf(s->version, sizeof(s->version), "%s", version);
 		if (version[0])
 			ehi_versions_delivered(&s->seen, version);
 	}
-	else if (!ehi_add_sub(c, org, after_revision, version, 0))
+	else if (!(s = ehi_add_sub(c, org, after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision,
+							   version, 0)))
 		return EH_ERR_MEMORY;
+	else
+		s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
 	c->link.next_poll_at = 0;
 	return EH_OK;
 }
@@ -407,9 +440,15 @@ eh_subscribe_all(eh_client *c, int64_t from)
 		ehi_set_error(c, "eh_subscribe_all cannot be called from a callback");
 		return EH_ERR_ARGUMENT;
 	}
-	if (from != 0 && from != EH_FROM_HEAD)
+	if (from != 0 && from != EH_FROM_HEAD && from != EH_FROM_SNAPSHOT)
 	{
-		ehi_set_error(c, "eh_subscribe_all starts from 0 or EH_FROM_HEAD, not %lld", (long long) from);
+		ehi_set_error(c, "eh_subscribe_all starts from 0, EH_FROM_HEAD or EH_FROM_SNAPSHOT, not %lld",
+					  (long long) from);
+		return EH_ERR_ARGUMENT;
+	}
+	if (from == EH_FROM_SNAPSHOT && !c->cb.snapshot)
+	{
+		ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
 		return EH_ERR_ARGUMENT;
 	}
 	if (c->all.on)

@@ -5,11 +5,17 @@
  * The cursor of a subscription is the revision of the last event handed to
  * the application.  Everything else is a hint of where to look: a
  * notification, a poll of organization_states, a reconnect.  Events are
- * fetched with eventhub.events_since(organization, cursor, ..., version),
- * which returns them gapless and in order or raises ZE001/ZE002/ZE003; an
- * event is delivered only if its revision is cursor + 1, and the cursor then
- * moves to it.  So nothing is skipped and nothing is delivered twice,
- * whatever the hints do.
+ * fetched with eventhub.transactions_since(organization, cursor, ...,
+ * version), which returns them gapless and in order, in batches that end at
+ * a transaction's end unless one transaction alone is over the limits, or
+ * raises ZE001/ZE002/ZE003; an event is delivered only if its revision is
+ * cursor + 1, and the cursor then moves to it (with a transaction callback,
+ * to the last event of the transaction, or of its part).  So nothing is
+ * skipped and nothing is delivered twice, whatever the hints do.
+ *
+ * A resync (ZE001/2/3, or a head that contradicts the cursor) calls the
+ * resync callback at the head; with a snapshot callback it asks snapshot.c
+ * for a snapshot instead, and so does EH_FROM_SNAPSHOT.
  *
  * One query is out at a time; session.c chooses it, asking here for the
  * next poll, tokens of organizations just discovered, the heads a resync
@@ -28,15 +34,40 @@
 
 /*
  * Fetch query: ISO 8601 UTC timestamps whatever the session's settings, the
- * delivery lag by the server's clock, and each event's size as text with
- * the sizes before it, so that a batch stops at $5 bytes (always holding at
- * least one event; OFFSET 0 keeps the data converted to text once).  The version at the cursor goes along, so that a
- * rewritten history raises ZE003 before anything past the cursor is
- * delivered.
+ * delivery lag by the server's clock, where transactions begin and end, and
+ * the head, so that a batch whose last event is below it calls for the
+ * next at once.  The server cuts the batch at $3 events or $5 bytes (their
+ * stored size), at a transaction's end.  The version at the cursor goes
+ * along, so that a rewritten history raises ZE003 before anything past the
+ * cursor is delivered.
  */
 #define FETCH_SQL \
+	"SELECT e.organization_id, e.revision, e.version_id::text," \
+	" to_char(e.processed_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
+	" to_char(e.originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
+	" e.event_type, e.action, e.entity_id, e.correlation_id, e.event_data::text," \
+	" (extract(epoch FROM clock_timestamp() - e.processed_timestamp) * 1000)::float8," \
+	" e.transaction_first_revision, e.transaction_end, e.head_revision" \
+	" FROM eventhub.transactions_since($1, $2, $3, NULLIF($4, '')::uuid, $5) e"
+
+/* The columns of both fetch queries. */
+enum
+{
+	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
+	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
+};
+
+/*
+ * The fetch of 0.3.0, for a server without a transactions_since this role
+ * may call (the extension not updated yet, a role granted events_since
+ * only): events_since, each event its own transaction, no head; each
+ * event's size as text with the sizes before it, so that a batch stops at
+ * $5 bytes (always holding at least one event; OFFSET 0 keeps the data
+ * converted to text once).
+ */
+#define LEGACY_FETCH_SQL \
 	"SELECT organization_id, revision, version_id, pts, ots, event_type, action, entity_id," \
-	" correlation_id, data, lag, upto FROM (" \
+	" correlation_id, data, lag, revision, true, NULL::bigint, upto FROM (" \
 	" SELECT f.*, sum(f.size) OVER (ORDER BY f.revision) AS upto FROM (" \
 	"  SELECT t.*, octet_length(t.data) + octet_length(t.entity_id) + octet_length(t.correlation_id)" \
 	"   + octet_length(t.event_type) + 160 AS size FROM (" \
@@ -153,6 +184,7 @@ ehi_forget_sub(eh_client *c, eh_sub *s)
 		c->fetch_next = s->next;
 	if (c->held.sub == s)
 		drop_held(c);
+	ehi_snapshot_cancel(c, s);
 }
 
 /* Removes an explicit subscription. */
@@ -199,12 +231,32 @@ set_version(eh_sub *s, const char *version)
 }
 
 /*
+ * With a snapshot callback, a resync is answered by a snapshot (unless the
+ * last one was refused as incomplete): returns 1 when one is asked for.
+ */
+static int
+resync_by_snapshot(eh_client *c, eh_sub *s, eh_resync_reason reason)
+{
+	if (!c->cb.snapshot || s->no_snapshot)
+		return 0;
+	ehi_log(c, EH_LOG_WARNING, "organization \"%s\" needs a resync (%s): reading a snapshot",
+			s->org, eh_resync_reason_name(reason));
+	s->wants_snapshot = 1;
+	s->snapshot_reason = reason;
+	s->resync_reason = 0;
+	return 1;
+}
+
+/*
  * Tells the application to reload an organization and moves its cursor to
- * the head.
+ * the head; or reads a snapshot instead.
  */
 static void
 resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const char *head_version)
 {
+	if (resync_by_snapshot(c, s, reason))
+		return;
+	s->no_snapshot = 0;
 	ehi_log(c, EH_LOG_WARNING, "organization \"%s\" needs a resync (%s) at revision %lld",
 			s->org, eh_resync_reason_name(reason), (long long) head);
 	c->counters[EH_STAT_RESYNCS]++;
@@ -231,6 +283,8 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 static void
 compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version, const char *cursor_version)
 {
+	if (s->wants_snapshot)
+		return;					/* the snapshot brings its own head */
 	if (s->cursor < 0)
 	{
 		s->cursor = head;
@@ -360,14 +414,17 @@ handle_discover(eh_client *c, PGresult *res)
 		if (!s)
 		{
 			int			from_head = !c->all.discovered && c->all.from == EH_FROM_HEAD;
+			int			from_snapshot = !c->all.discovered && c->all.from == EH_FROM_SNAPSHOT;
 
-			s = ehi_add_sub(c, org, from_head ? head : 0, from_head ? head_version : "", 1);
+			s = ehi_add_sub(c, org, from_head ? head : from_snapshot ? -1 : 0,
+							from_head ? head_version : "", 1);
 			if (!s)
 			{
 				ehi_sb_free(&missing);
 				c->pending_error = EH_ERR_MEMORY;
 				return;
 			}
+			s->wants_snapshot = from_snapshot;
 			c->counters[EH_STAT_DISCOVERIES]++;
 			ehi_log(c, EH_LOG_DEBUG, "following organization \"%s\" from revision %lld",
 					org, (long long) s->cursor);
@@ -464,7 +521,8 @@ send_fetch(eh_client *c, eh_sub *s)
 	params[2] = batch_text;
 	params[3] = s->version;
 	params[4] = bytes_text;
-	switch (ehi_send_stmt(c, OP_FETCH, s, STMT_FETCH, FETCH_SQL, 5, params))
+	switch (c->link.legacy_fetch ? ehi_send(c, OP_FETCH, s, LEGACY_FETCH_SQL, 5, params) :
+			ehi_send_stmt(c, OP_FETCH, s, STMT_FETCH, FETCH_SQL, 5, params))
 	{
 		case 0:
 			c->counters[EH_STAT_FETCHES]++;
@@ -478,11 +536,56 @@ send_fetch(eh_client *c, eh_sub *s)
 	}
 }
 
+/* The event of a fetch's row; its strings point into res. */
+static void
+row_event(const PGresult *res, int row, eh_event *ev)
+{
+	ev->organization_id = PQgetvalue(res, row, COL_ORG);
+	ev->revision = strtoll(PQgetvalue(res, row, COL_REVISION), NULL, 10);
+	ev->version_id = PQgetvalue(res, row, COL_VERSION);
+	ev->processed_timestamp = PQgetvalue(res, row, COL_PTS);
+	ev->originated_timestamp = PQgetvalue(res, row, COL_OTS);
+	ev->event_type = PQgetvalue(res, row, COL_TYPE);
+	ev->action = PQgetvalue(res, row, COL_ACTION);
+	ev->entity_id = PQgetvalue(res, row, COL_ENTITY);
+	ev->correlation_id = PQgetvalue(res, row, COL_CORRELATION);
+	ev->event_data = PQgetvalue(res, row, COL_DATA);
+	ev->transaction_first_revision = PQgetisnull(res, row, COL_FIRST) ? ev->revision :
+		strtoll(PQgetvalue(res, row, COL_FIRST), NULL, 10);
+	ev->transaction_end = PQgetisnull(res, row, COL_END) || PQgetvalue(res, row, COL_END)[0] == 't';
+}
+
 /*
- * Hands a fetch's rows from row on to the event callback.  A callback
- * that stops leaves the rest held (the result is kept: returns 1) for the
- * next eh_process(), which delivers it before anything else, with no
- * query and no wait.  Returns 0 when the result may be freed.
+ * The rows from row on that go to one callback: the rest of the
+ * transaction (up to the row that ends it, or to the end of the batch for
+ * a transaction over the limits) with a transaction callback, one event
+ * otherwise.  Returns the row after them.
+ */
+static int
+group_end(const eh_client *c, const PGresult *res, int row)
+{
+	int			n = PQntuples(res);
+
+	if (!c->cb.transaction)
+		return row + 1;
+	while (row < n)
+	{
+		int			ends = PQgetisnull(res, row, COL_END) || PQgetvalue(res, row, COL_END)[0] == 't';
+
+		row++;
+		if (ends)
+			break;
+	}
+	return row;
+}
+
+/*
+ * Hands a fetch's rows from row on to the callbacks: a transaction at a
+ * time to the transaction callback, else an event at a time to the event
+ * callback.  A callback that stops leaves the rest held (the result is
+ * kept: returns 1) for the next eh_process(), which delivers it before
+ * anything else, with no query and no wait.  Returns 0 when the result may
+ * be freed.
  */
 static int
 deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
@@ -490,45 +593,65 @@ deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
 	int			n = PQntuples(res);
 	int			truncated;
 
-	for (; row < n && !c->stop; row++)
+	while (row < n && !c->stop)
 	{
-		eh_event	ev;
+		int			end = group_end(c, res, row);
+		int			count = end - row;
+		eh_event	one;
+		eh_event   *events = count == 1 ? &one : malloc(sizeof(eh_event) * count);
+		const eh_event **list = malloc(sizeof(eh_event *) * count);
 		int			stop = 0;
 
-		ev.organization_id = PQgetvalue(res, row, 0);
-		ev.revision = strtoll(PQgetvalue(res, row, 1), NULL, 10);
-		ev.version_id = PQgetvalue(res, row, 2);
-		ev.processed_timestamp = PQgetvalue(res, row, 3);
-		ev.originated_timestamp = PQgetvalue(res, row, 4);
-		ev.event_type = PQgetvalue(res, row, 5);
-		ev.action = PQgetvalue(res, row, 6);
-		ev.entity_id = PQgetvalue(res, row, 7);
-		ev.correlation_id = PQgetvalue(res, row, 8);
-		ev.event_data = PQgetvalue(res, row, 9);
-		if (ev.revision != s->cursor + 1)
+		if (!events || !list)
 		{
-			/* events_since guarantees this; never deliver out of order */
-			ehi_set_error(c, "server returned revision %lld of \"%s\" after %lld",
-						  (long long) ev.revision, s->org, (long long) s->cursor);
-			ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
-			c->pending_error = EH_ERR_SERVER;
+			if (events != &one)
+				free(events);
+			free(list);
+			ehi_set_error(c, "out of memory");
+			c->pending_error = EH_ERR_MEMORY;
 			s->needs_fetch = 1;
 			ehi_retry_later(c);
 			return 0;
 		}
-		if (c->cb.event)
+		for (int i = 0; i < count; i++)
 		{
-			c->in_callback = 1;
-			stop = c->cb.event(c, &ev, c->cb.event_arg);
-			c->in_callback = 0;
+			row_event(res, row + i, &events[i]);
+			list[i] = &events[i];
+			if (events[i].revision != s->cursor + 1 + i)
+			{
+				/* the server guarantees this; never deliver out of order */
+				ehi_set_error(c, "server returned revision %lld of \"%s\" after %lld",
+							  (long long) events[i].revision, s->org, (long long) (s->cursor + i));
+				ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
+				c->pending_error = EH_ERR_SERVER;
+				s->needs_fetch = 1;
+				ehi_retry_later(c);
+				if (events != &one)
+					free(events);
+				free(list);
+				return 0;
+			}
 		}
-		s->cursor = ev.revision;
-		set_version(s, ev.version_id);
-		c->counters[EH_STAT_EVENTS_DELIVERED]++;
-		c->last_lag_ms = strtod(PQgetvalue(res, row, 10), NULL);
-		c->delivered++;
+		c->in_callback = 1;
+		if (c->cb.transaction)
+			stop = c->cb.transaction(c, s->org, list, count, events[count - 1].transaction_end,
+									 c->cb.transaction_arg);
+		else if (c->cb.event)
+			stop = c->cb.event(c, &events[0], c->cb.event_arg);
+		c->in_callback = 0;
+		for (int i = 0; i < count - 1; i++)
+			ehi_versions_delivered(&s->seen, events[i].version_id);
+		s->cursor = events[count - 1].revision;
+		set_version(s, events[count - 1].version_id);
+		c->counters[EH_STAT_EVENTS_DELIVERED] += (uint64_t) count;
+		c->last_lag_ms = strtod(PQgetvalue(res, end - 1, COL_LAG), NULL);
+		c->delivered += count;
 		if (stop)
 			c->stop = 1;
+		if (events != &one)
+			free(events);
+		free(list);
+		row = end;
 	}
 	if (row < n)
 	{
@@ -539,13 +662,20 @@ deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
 	}
 
 	/*
-	 * A full batch (by count or by size) may have more behind it.
-	 * Otherwise the query reached the head it saw: a notification drained
-	 * meanwhile calls for another only if it named a version the query did
-	 * not return.
+	 * A batch whose last event is below the head it was read at has more
+	 * behind it (events_since's, without a head: a full batch, by count or
+	 * by size).  Otherwise the query reached the head it saw: a
+	 * notification drained meanwhile calls for another only if it named a
+	 * version the query did not return.
 	 */
-	truncated = n == c->cfg.batch_size ||
-		(n > 0 && strtoll(PQgetvalue(res, n - 1, 11), NULL, 10) >= c->cfg.batch_bytes);
+	if (n == 0)
+		truncated = 0;
+	else if (!PQgetisnull(res, n - 1, COL_HEAD))
+		truncated = strtoll(PQgetvalue(res, n - 1, COL_REVISION), NULL, 10) <
+			strtoll(PQgetvalue(res, n - 1, COL_HEAD), NULL, 10);
+	else
+		truncated = n == c->cfg.batch_size ||
+			(PQnfields(res) > COL_UPTO && strtoll(PQgetvalue(res, n - 1, COL_UPTO), NULL, 10) >= c->cfg.batch_bytes);
 	if (truncated)
 		s->needs_fetch = 1;
 	else if (s->needs_fetch && !ehi_versions_pending(&s->seen))
@@ -593,11 +723,23 @@ handle_fetch(eh_client *c, eh_sub *s, PGresult *res)
 		}
 		if (reason && !ehi_result_breaks_connection(&c->link.conn, res))
 		{
-			/* Read the head, then resync (OP_HEAD). */
-			s->resync_reason = reason;
+			/* A snapshot, or read the head, then resync (OP_HEAD). */
+			if (!resync_by_snapshot(c, s, (eh_resync_reason) reason))
+				s->resync_reason = reason;
 			return 0;
 		}
 		s->needs_fetch = 1;
+		if (!c->link.legacy_fetch && state &&
+			(strcmp(state, "42883") == 0 || strcmp(state, "42501") == 0) &&
+			strstr(PQresultErrorMessage(res), "transactions_since"))
+		{
+			/* Until the extension is updated, or the role granted it. */
+			ehi_log(c, EH_LOG_INFO, "eventhub.transactions_since cannot be used (%s): "
+					"fetching with events_since, one event per transaction",
+					PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+			c->link.legacy_fetch = 1;
+			return 0;
+		}
 		ehi_query_failed(c, res, "fetching events failed");
 		return 0;
 	}
@@ -666,7 +808,7 @@ next_to_fetch(eh_client *c)
 		return NULL;
 	do
 	{
-		if (s->needs_fetch && !s->resync_reason)
+		if (s->needs_fetch && !s->resync_reason && !s->wants_snapshot)
 		{
 			c->fetch_next = s->next;
 			return s;
@@ -758,8 +900,10 @@ ehi_work_pending(const eh_client *c)
 		return 1;
 	if (c->stop)
 		return 0;
+	if (ehi_snapshot_open(c))
+		return 1;
 	for (const eh_sub *s = c->subs; s; s = s->next)
-		if (s->needs_fetch || s->resync_reason)
+		if (s->needs_fetch || s->resync_reason || s->wants_snapshot)
 			return 1;
 	return 0;
 }
@@ -805,7 +949,7 @@ ehi_drain_notifications(eh_client *c)
 
 				if (strspn(token, "0") == EH_TOKEN_LEN)
 					c->link.next_poll_at = 0;
-				else if (s && s->cursor < 0)
+				else if (s && s->cursor < 0 && !s->wants_snapshot)
 					c->link.next_poll_at = 0;
 				else if (s && ehi_versions_notified(&s->seen, version))
 					s->needs_fetch = 1;

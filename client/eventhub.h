@@ -44,11 +44,11 @@ extern "C" {
 #endif
 
 #define EVENTHUB_VERSION_MAJOR 0
-#define EVENTHUB_VERSION_MINOR 3
+#define EVENTHUB_VERSION_MINOR 4
 #define EVENTHUB_VERSION_PATCH 0
-#define EVENTHUB_VERSION "0.3.0"
+#define EVENTHUB_VERSION "0.4.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
-#define EVENTHUB_VERSION_NUM 300
+#define EVENTHUB_VERSION_NUM 400
 
 /* Return codes. */
 #define EH_OK 0
@@ -66,6 +66,13 @@ extern "C" {
 /* after_revision of eh_subscribe(): start at the head, only new events. */
 #define EH_FROM_HEAD (-1)
 
+/*
+ * after_revision of eh_subscribe() and eh_subscribe_all(): start from a
+ * snapshot of the organization's current entities (the snapshot callback
+ * must be set), then its events above the snapshot's head.
+ */
+#define EH_FROM_SNAPSHOT (-2)
+
 /* What to wait for on eh_socket(): flags of eh_socket_wants(). */
 #define EH_WANT_READ 1
 #define EH_WANT_WRITE 2
@@ -82,7 +89,8 @@ typedef struct eh_client eh_client;
  * One event, as stored in eventhub.events.  All strings are NUL-terminated;
  * timestamps are ISO 8601 in UTC ("2026-01-02T03:04:05.123456Z");
  * event_data is JSON text.  Owned by the library, valid only during the
- * event callback.
+ * event (or transaction) callback.  The library allocates it and hands it
+ * out by pointer only, so fields are appended in later releases.
  */
 typedef struct eh_event
 {
@@ -96,7 +104,42 @@ typedef struct eh_event
 	const char *entity_id;
 	const char *correlation_id;
 	const char *event_data;
+	/* since 0.4.0 */
+	int64_t		transaction_first_revision; /* the first revision of its
+											 * transaction; its own revision
+											 * when unknown (before 0.4.0) */
+	int			transaction_end;	/* 1: the last event of its transaction */
 } eh_event;
+
+/*
+ * One entity of a snapshot: an entity's latest event, never a DELETE
+ * (action is "CREATE" or "UPDATE").  Strings as in eh_event; owned by the
+ * library, valid only during the snapshot callback; fields may be
+ * appended in later releases.
+ */
+typedef struct eh_entity
+{
+	const char *organization_id;
+	const char *event_type;
+	const char *entity_id;
+	int64_t		revision;		/* of its latest event */
+	const char *version_id;
+	const char *action;
+	const char *event_data;
+	const char *originated_timestamp;
+} eh_entity;
+
+/*
+ * The steps of a snapshot, in the order the snapshot callback sees them;
+ * eh_snapshot_phase_name() gives "begin", "entities", "end", "abort".
+ */
+typedef enum eh_snapshot_phase
+{
+	EH_SNAPSHOT_BEGIN = 1,		/* what follows replaces the organization's state */
+	EH_SNAPSHOT_ENTITIES = 2,	/* a page of entities */
+	EH_SNAPSHOT_END = 3,		/* complete at the head: drop every entity it did not name */
+	EH_SNAPSHOT_ABORT = 4		/* discard what this snapshot gave; another one follows */
+} eh_snapshot_phase;
 
 /*
  * Why the client asks the application to reload an organization;
@@ -133,8 +176,10 @@ typedef enum eh_stat_id
 	EH_STAT_RECONNECTS = 3,		/* connections re-established after a loss */
 	EH_STAT_RESYNCS = 4,		/* resync callbacks */
 	EH_STAT_HEARTBEATS = 5,		/* heartbeats recorded by the server */
-	EH_STAT_FETCHES = 6,		/* events_since queries run */
+	EH_STAT_FETCHES = 6,		/* event fetches run (transactions_since) */
 	EH_STAT_DISCOVERIES = 7,	/* organizations found by eh_subscribe_all() */
+	EH_STAT_SNAPSHOTS = 8,		/* snapshots completed (END) */
+	EH_STAT_SNAPSHOT_ENTITIES = 9,	/* entities delivered by snapshots */
 	EH_STAT_COUNT
 } eh_stat_id;
 
@@ -156,6 +201,37 @@ typedef int (*eh_event_cb) (eh_client *client, const eh_event *event, void *arg)
  */
 typedef void (*eh_resync_cb) (eh_client *client, const char *organization_id,
 							  eh_resync_reason reason, int64_t head_revision, void *arg);
+
+/*
+ * Called once per transaction, with its events in revision order, instead
+ * of the event callback when set.  A transaction over the batch limits
+ * (eh_set_batch_size, eh_set_batch_bytes) comes in parts: ends_transaction
+ * is 0 on all but the last.  Return non-zero to stop delivering for now,
+ * as with eh_event_cb (the events count as delivered).  The events and
+ * their strings are valid only during the call; the same rules as the
+ * event callback's apply.
+ */
+typedef int (*eh_transaction_cb) (eh_client *client, const char *organization_id,
+								  const eh_event *const *events, int n_events, int ends_transaction,
+								  void *arg);
+
+/*
+ * Called for each step of a snapshot of an organization: BEGIN (what
+ * follows replaces the organization's state), ENTITIES with a page of
+ * n_entities entities, END when it is complete at head_revision and
+ * head_version (drop every entity it did not name; events above the head
+ * follow), or ABORT (discard what this snapshot gave so far: another one
+ * follows).  reason is 0 for a snapshot asked for with EH_FROM_SNAPSHOT,
+ * else the eh_resync_reason it answers.  head_revision and head_version
+ * are set at BEGIN and END (head_version NULL for an organization without
+ * events).  A snapshot's transaction is open on the client's connection
+ * during the call: it must not block.  Everything is valid during the call
+ * only; the rules of the event callback apply.
+ */
+typedef void (*eh_snapshot_cb) (eh_client *client, const char *organization_id,
+								eh_snapshot_phase phase, int reason,
+								const eh_entity *const *entities, int n_entities,
+								int64_t head_revision, const char *head_version, void *arg);
 
 /* Receives the library's log lines (connection lost, LISTEN unavailable...). */
 typedef void (*eh_log_cb) (eh_client *client, eh_log_level level, const char *message, void *arg);
@@ -184,6 +260,22 @@ int			eh_set_resync_callback(eh_client *client, eh_resync_cb cb, void *arg);
 int			eh_set_log_callback(eh_client *client, eh_log_cb cb, void *arg);
 
 /*
+ * Since 0.4.0.  With a transaction callback, events go to it, a
+ * transaction at a time, instead of to the event callback.
+ */
+int			eh_set_transaction_callback(eh_client *client, eh_transaction_cb cb, void *arg);
+
+/*
+ * Since 0.4.0.  With a snapshot callback, EH_FROM_SNAPSHOT may be used,
+ * and a resync (history removed, cursor ahead, version mismatch) is
+ * answered by a snapshot instead of the resync callback.  A snapshot the
+ * server reports incomplete (SQLSTATE ZE004: events that were the latest
+ * of their entities were removed) falls back to the resync callback, or
+ * is retried with backoff without one.
+ */
+int			eh_set_snapshot_callback(eh_client *client, eh_snapshot_cb cb, void *arg);
+
+/*
  * Poll interval in milliseconds (default 5000, at least 10).  Each wait is
  * drawn at random between 80% and 120% of it, so that replicas spread out.
  */
@@ -199,14 +291,21 @@ int			eh_set_fallback_poll_interval(eh_client *client, int interval_ms);
 /* Whether to LISTEN (default 1).  With 0 the client only polls, every poll interval. */
 int			eh_set_listen(eh_client *client, int enabled);
 
-/* Most events fetched per query (default 1000, 1 to 100000). */
+/*
+ * Most events fetched per query, and most entities per snapshot page
+ * (default 1000, 1 to 100000).  A fetch ends at a transaction's end: it
+ * returns fewer events rather than part of a transaction, unless one
+ * transaction alone is over the limit.
+ */
 int			eh_set_batch_size(eh_client *client, int max_events);
 
 /*
- * Most bytes of events fetched per query (default 8 MiB, at least 1), as
- * the server measures them as text: a query returns events until their
- * size reaches this, and always at least one.  With the batch size, it
- * bounds the client's memory to about this much plus the largest event.
+ * Most bytes of events fetched per query, and of entities per snapshot
+ * page (default 8 MiB, at least 1), as the server measures them (their
+ * stored size, since 0.4.0): a query returns events until their size
+ * reaches this, and always at least one, ending at a transaction's end as
+ * the batch size does.  With the batch size, it bounds the client's memory
+ * to about this much plus the largest event.
  */
 int			eh_set_batch_bytes(eh_client *client, int max_bytes);
 
@@ -227,7 +326,8 @@ int			eh_set_reconnect_backoff(eh_client *client, int initial_ms, int max_ms);
 /*
  * Follows an organization from after_revision (0: all kept history;
  * EH_FROM_HEAD: only events published after the client first sees the
- * organization's head).  Subscribing again to the same organization is an
+ * organization's head; EH_FROM_SNAPSHOT: a snapshot of its entities, then
+ * the events above its head, which needs the snapshot callback).  Subscribing again to the same organization is an
  * error.  May be called before or after connecting.
  */
 int			eh_subscribe(eh_client *client, const char *organization_id, int64_t after_revision);
@@ -248,10 +348,12 @@ int			eh_subscribe_at(eh_client *client, const char *organization_id, int64_t af
  * Follows every organization the role may read, present and future, each
  * exactly once and in order, as if subscribed to each: the ones that exist
  * when the client first looks from `from` (0: all kept history;
- * EH_FROM_HEAD: their head), and every organization that appears later
+ * EH_FROM_HEAD: their head; EH_FROM_SNAPSHOT: a snapshot), and every organization that appears later
  * from its first event.  Organizations subscribed explicitly (for example
  * from stored cursors with eh_subscribe_at(), before or after this call)
- * keep their own cursor.  New organizations are found when a notification
+ * keep their own cursor.  With EH_FROM_SNAPSHOT, the organizations that
+ * exist at the first look are snapshotted one after another; those found
+ * later start from their first event.  New organizations are found when a notification
  * names an organization the client does not know, and at every poll.
  */
 int			eh_subscribe_all(eh_client *client, int64_t from);
@@ -433,6 +535,7 @@ double		eh_last_lag_ms(const eh_client *client);
 const char *eh_stat_name(eh_stat_id id);
 const char *eh_resync_reason_name(eh_resync_reason reason);
 const char *eh_log_level_name(eh_log_level level);
+const char *eh_snapshot_phase_name(eh_snapshot_phase phase);
 
 /*
  * The message of the last failure, "" if none.  Owned by the client, valid

@@ -19,6 +19,8 @@
  *	  layer: link.c		 the client's connection: sending a query for an
  *						 operation, losing it, reconnect and error backoffs,
  *						 when the next poll is due
+ *	  layer: snapshot.c	 a snapshot's transaction and its pages: the queries
+ *						 that read it, the snapshot callback, its abort
  *	  layer: delivery.c	 subscriptions; what the client asks the server for
  *						 them (polls, discovery, tokens, fetches, heads) and
  *						 does with the answers; notifications; resyncs
@@ -207,6 +209,10 @@ typedef struct eh_sub
 	char		token[EH_TOKEN_LEN + 1];	/* its notification token, "" unknown */
 	int			needs_fetch;	/* a newer revision is known to exist */
 	int			resync_reason;	/* a resync the server asked for: read the head */
+	int			wants_snapshot; /* a snapshot is due or under way (snapshot.c) */
+	int			snapshot_reason;	/* its reason: 0 initial, else an eh_resync_reason */
+	int			no_snapshot;	/* the last snapshot was refused as incomplete (ZE004):
+								 * answer this resync with the resync callback */
 	int			automatic;		/* added by eh_subscribe_all() */
 	ehi_versions seen;			/* recently delivered and notified versions */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
@@ -247,7 +253,11 @@ typedef enum op_kind
 	OP_HEAD,					/* one head, for a resync */
 	OP_FETCH,					/* events of one subscription */
 	OP_HEARTBEAT,
-	OP_PUBLISH
+	OP_PUBLISH,
+	OP_SNAP_BEGIN,				/* BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY */
+	OP_SNAP_HEAD,				/* eventhub.snapshot_head() */
+	OP_SNAP_PAGE,				/* a page of eventhub.snapshot_entities() */
+	OP_SNAP_END					/* COMMIT, or ROLLBACK after a failure */
 } op_kind;
 
 /* The statements prepared on connections that keep their session. */
@@ -279,6 +289,10 @@ typedef struct ehi_callbacks
 	void	   *event_arg;
 	eh_resync_cb resync;
 	void	   *resync_arg;
+	eh_transaction_cb transaction;
+	void	   *transaction_arg;
+	eh_snapshot_cb snapshot;
+	void	   *snapshot_arg;
 	eh_log_cb	log;
 	void	   *log_arg;
 } ehi_callbacks;
@@ -299,6 +313,8 @@ typedef struct ehi_link
 	int64_t		paused_until;	/* monotonic ms: no query before, after a failed one */
 	int64_t		reconnect_at;	/* monotonic ms */
 	int64_t		next_poll_at;	/* monotonic ms; 0: now */
+	int			legacy_fetch;	/* the server has no usable transactions_since: fetch
+								 * with events_since, as 0.3.0 did (until reconnecting) */
 	uint64_t	failures;		/* connection attempts failed and connections lost */
 } ehi_link;
 
@@ -338,6 +354,33 @@ typedef struct ehi_held
 	eh_sub	   *sub;
 	int			row;			/* the next row to deliver */
 } ehi_held;
+
+/*
+ * snapshot.c: the snapshot under way on the client's connection, one at a
+ * time.  Its transaction is open from BEGIN to COMMIT or ROLLBACK; nothing
+ * else may use the connection meanwhile.
+ */
+typedef enum ehi_snap_next
+{
+	SNAP_NEXT_HEAD,				/* BEGIN went out: snapshot_head() */
+	SNAP_NEXT_PAGE,				/* a page of entities */
+	SNAP_NEXT_COMMIT,			/* an empty page came: every entity was read */
+	SNAP_NEXT_ROLLBACK			/* it failed or its subscription went */
+} ehi_snap_next;
+
+typedef struct ehi_snapshot
+{
+	eh_sub	   *sub;			/* whose snapshot; NULL: none, or its subscription went */
+	int			open;			/* BEGIN went out and no COMMIT/ROLLBACK answered yet */
+	ehi_snap_next next;			/* the query that goes next while open */
+	int			begun;			/* BEGIN went to the callback: an ABORT or END is owed */
+	uint64_t	failures;		/* link.failures when it began: the connection it is on */
+	int64_t		head;
+	char		head_version[EH_VERSION_ID_LEN + 1];	/* "" for an organization without events */
+	char	   *after_type;		/* the keyset: the last entity of the last page */
+	char	   *after_id;
+	int64_t		entities;		/* delivered so far */
+} ehi_snapshot;
 
 /* registry.c: the replica and its heartbeats. */
 typedef struct ehi_replica
@@ -390,6 +433,7 @@ struct eh_client
 	ehi_map		by_token;
 	ehi_follow_all all;
 	ehi_held	held;
+	ehi_snapshot snap;
 
 	ehi_replica replica;
 	ehi_publish publish;
@@ -429,6 +473,15 @@ void		ehi_query_failed(eh_client *c, PGresult *res, const char *what);
 void		ehi_schedule_poll(eh_client *c);
 int			ehi_current_poll_interval(const eh_client *c);
 void		ehi_retry_later(eh_client *c);
+
+/* snapshot.c */
+int			ehi_snapshot_open(const eh_client *c);
+int			ehi_snapshot_due(const eh_client *c);
+int			ehi_next_snapshot_query(eh_client *c);
+void		ehi_handle_snapshot(eh_client *c, op_kind op, PGresult *res);
+void		ehi_snapshot_check_link(eh_client *c);
+void		ehi_snapshot_cancel(eh_client *c, eh_sub *s);
+void		ehi_snapshot_free(eh_client *c);
 
 /* delivery.c */
 eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);

@@ -4,6 +4,11 @@
  * out whether notifications reach it, which query goes next, dispatching
  * the answers, the publish out, and what the caller waits for and how long.
  *
+ * While a snapshot's transaction is open (snapshot.c), its queries are the
+ * only ones: a publish and a heartbeat wait for its COMMIT (READ ONLY would
+ * refuse them), and the connection does not count as idle for the LISTEN
+ * probe (a session in a transaction gets no notifications).
+ *
  * Whether notifications reach the connection: on a hot standby LISTEN
  * fails, and behind a transaction-pooling proxy it succeeds on a server
  * connection that other clients then share, so the notifications go to
@@ -96,6 +101,7 @@ handle_hello(eh_client *c, PGresult *res)
 		ehi_log(c, EH_LOG_INFO, "reconnected");
 	}
 	c->link.ever_connected = 1;
+	c->link.legacy_fetch = 0;	/* the extension may have been updated meanwhile */
 	c->link.next_poll_at = 0;
 	c->replica.next_at = 0;
 	choose_listening(c, strcmp(PQgetvalue(res, 0, 0), "t") == 0);
@@ -323,15 +329,21 @@ dispatch(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
 		case OP_PUBLISH:
 			handle_publish(c, res);
 			break;
+		case OP_SNAP_BEGIN:
+		case OP_SNAP_HEAD:
+		case OP_SNAP_PAGE:
+		case OP_SNAP_END:
+			ehi_handle_snapshot(c, op, res);
+			break;
 	}
 	PQclear(res);
 }
 
 /*
- * Sends the next query the client needs, if any: a publish first, then
- * the poll, tokens and heads, a heartbeat, fetches.  Returns 1 when one
- * went out, 0 when there is nothing to do now, -1 when the connection
- * broke.
+ * Sends the next query the client needs, if any: the open snapshot's
+ * alone; otherwise a publish first, then the poll, tokens and heads, a
+ * heartbeat, a snapshot, fetches.  Returns 1 when one went out, 0 when
+ * there is nothing to do now, -1 when the connection broke.
  */
 static int
 next_query(eh_client *c)
@@ -340,6 +352,9 @@ next_query(eh_client *c)
 
 	if (c->listen.mode == LISTEN_PROBING || c->link.conn.state != EHI_CONN_IDLE || !c->link.hello_done)
 		return 0;
+	ehi_snapshot_check_link(c);
+	if (ehi_snapshot_open(c))
+		return ehi_next_snapshot_query(c);
 	if (c->publish.state == PUBLISH_QUEUED)
 	{
 		if (ehi_send(c, OP_PUBLISH, NULL, PUBLISH_SQL, EHI_PUBLISH_NPARAMS, (const char *const *) c->publish.params) != 0)
@@ -358,6 +373,8 @@ next_query(eh_client *c)
 			return rc < 0 ? -1 : 0;
 		return 1;
 	}
+	if ((rc = ehi_next_snapshot_query(c)) != 0)
+		return rc;
 	return ehi_next_fetch(c);
 }
 
@@ -414,7 +431,7 @@ drive_connection(eh_client *c)
 		if (c->link.conn.state == EHI_CONN_CONNECTING || c->link.conn.state == EHI_CONN_BUSY)
 			return;
 		/* Idle. */
-		if (c->listen.promoted)
+		if (c->listen.promoted && !ehi_snapshot_open(c))
 		{
 			c->listen.promoted = 0;
 			if (c->listen.mode == LISTEN_OFF)
@@ -442,6 +459,7 @@ ehi_drive(eh_client *c)
 {
 	if (!ehi_deliver_held(c) && !c->pending_error)
 		drive_connection(c);
+	ehi_snapshot_check_link(c);
 	ehi_drive_heartbeat_conn(c);
 	check_publish(c);
 }
@@ -492,6 +510,8 @@ ehi_timeout_ms(const eh_client *c, int all_sockets)
 					at = side_work(at, now, all_sockets);
 				break;
 			}
+			if (ehi_snapshot_open(c) && c->link.hello_done)
+				return 0;
 			if (c->publish.state == PUBLISH_QUEUED && c->link.hello_done)
 				return 0;
 			if (c->listen.promoted)

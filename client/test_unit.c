@@ -1,7 +1,8 @@
 /*
  * test_unit.c: unit tests of libeventhub's payload parser, its memory of
- * delivered and notified versions, and option handling, and of the CLI's
- * argument parsing.  No server needed.
+ * delivered and notified versions, option handling, the delivery of a
+ * fetch's transactions and the steps of a snapshot (from results made
+ * here), and of the CLI's argument parsing.  No server needed.
  * Prints TAP ("ok N - ...") and exits non-zero on any failure.
  */
 #include <stdarg.h>
@@ -186,6 +187,25 @@ test_cli(void)
 	check(parse(&o, err, "watch", "--org", "a", "--replica-id", "r", "--heartbeat-interval", "99", NULL) == -1,
 		  "cli: --heartbeat-interval below 100");
 	check(parse(&o, err, "watch", "--org", "a", "--replica-id", "", NULL) == -1, "cli: empty --replica-id");
+	check(parse(&o, err, "get", "--org", "a", "--batch-bytes", "2048", "--query-timeout", "500", NULL) == 0 &&
+		  o.command == CMD_GET && o.norgs == 1 && strcmp(o.orgs[0], "a") == 0 && o.batch_bytes == 2048 &&
+		  o.query_timeout_ms == 500, "cli: get --org with --batch-bytes and --query-timeout");
+	check(parse(&o, err, "get", NULL) == -1 && strstr(err, "--org"), "cli: get needs --org");
+	check(parse(&o, err, "get", "--org", "a", "--org", "b", NULL) == -1 && strstr(err, "one --org"),
+		  "cli: get takes one --org");
+	check(parse(&o, err, "get", "--org", "a", "--after", "0", NULL) == -1 && strstr(err, "does not take"),
+		  "cli: get refuses watch's options");
+	check(parse(&o, err, "get", "--org", "a", "--snapshot", NULL) == -1, "cli: get refuses --snapshot");
+	check(parse(&o, err, "watch", "--org", "a", "--snapshot", NULL) == 0 && o.snapshot,
+		  "cli: watch --org --snapshot");
+	check(parse(&o, err, "watch", "--all", "--snapshot", NULL) == 0 && o.snapshot && o.all,
+		  "cli: watch --all --snapshot");
+	check(parse(&o, err, "watch", "--org", "a", "--snapshot", "--after", "0", NULL) == -1 &&
+		  strstr(err, "--snapshot"), "cli: --snapshot excludes --after");
+	check(parse(&o, err, "status", "--batch-bytes", "2048", NULL) == -1 && strstr(err, "does not take"),
+		  "cli: status refuses --batch-bytes");
+	check(strstr(cli_usage(CMD_GET), "Usage: eventhub get") && strstr(cli_usage(CMD_NONE), "get "),
+		  "cli: get's usage, and the overview names it");
 	check(parse(&o, err, "status", NULL) == 0 && o.command == CMD_STATUS && o.norgs == 0 &&
 		  !o.json && o.fail_if_lag == -1, "cli: status");
 	check(parse(&o, err, "status", "--json", "--fail-if-lag", "0", NULL) == 0 && o.json && o.fail_if_lag == 0,
@@ -298,7 +318,10 @@ test_library_options(void)
 		  "lib: subscribing twice refused");
 	check(eh_subscribe(c, "", 0) == EH_ERR_ARGUMENT && eh_subscribe(c, NULL, 0) == EH_ERR_ARGUMENT,
 		  "lib: empty organization refused");
-	check(eh_subscribe(c, "x", -2) == EH_ERR_ARGUMENT, "lib: after_revision below EH_FROM_HEAD refused");
+	check(eh_subscribe(c, "x", -3) == EH_ERR_ARGUMENT, "lib: after_revision below EH_FROM_SNAPSHOT refused");
+	check(eh_subscribe(c, "x", EH_FROM_SNAPSHOT) == EH_ERR_ARGUMENT && strstr(eh_error_message(c), "snapshot callback") &&
+		  eh_subscribe_all(c, EH_FROM_SNAPSHOT) == EH_ERR_ARGUMENT,
+		  "lib: EH_FROM_SNAPSHOT without a snapshot callback refused");
 	check(eh_unsubscribe(c, "acme") == EH_OK && eh_cursor(c, "acme") == -1 &&
 		  eh_unsubscribe(c, "acme") == EH_ERR_ARGUMENT, "lib: unsubscribe");
 	check(eh_set_listen(c, 0) == EH_OK && !eh_is_listening(c), "lib: listening can be turned off");
@@ -326,6 +349,13 @@ test_library_options(void)
 		  strcmp(eh_resync_reason_name(EH_RESYNC_CURSOR_AHEAD), "cursor_ahead") == 0 &&
 		  strcmp(eh_resync_reason_name(EH_RESYNC_VERSION_MISMATCH), "version_mismatch") == 0 &&
 		  strcmp(eh_resync_reason_name((eh_resync_reason) 0), "unknown") == 0, "lib: resync reason names");
+	check(strcmp(eh_stat_name(EH_STAT_SNAPSHOTS), "snapshots") == 0 &&
+		  strcmp(eh_stat_name(EH_STAT_SNAPSHOT_ENTITIES), "snapshot_entities") == 0, "lib: the snapshot counters' names");
+	check(strcmp(eh_snapshot_phase_name(EH_SNAPSHOT_BEGIN), "begin") == 0 &&
+		  strcmp(eh_snapshot_phase_name(EH_SNAPSHOT_ENTITIES), "entities") == 0 &&
+		  strcmp(eh_snapshot_phase_name(EH_SNAPSHOT_END), "end") == 0 &&
+		  strcmp(eh_snapshot_phase_name(EH_SNAPSHOT_ABORT), "abort") == 0 &&
+		  strcmp(eh_snapshot_phase_name((eh_snapshot_phase) 0), "unknown") == 0, "lib: snapshot phase names");
 	check(strcmp(eh_log_level_name(EH_LOG_WARNING), "warning") == 0 &&
 		  strcmp(eh_log_level_name((eh_log_level) 9), "unknown") == 0, "lib: log level names");
 	check(eh_set_batch_bytes(c, 0) == EH_ERR_ARGUMENT && eh_set_batch_bytes(c, 1) == EH_OK,
@@ -379,6 +409,304 @@ test_library_publish(void)
 		  eh_sockets(c, fds, wants, 0) == 0, "sockets: none before connecting");
 	eh_client_free(c);			/* frees the publish's copies */
 	check(1, "publish: a client freed with a publish under way");
+}
+
+/* ------------------------------------------------ delivery and snapshots */
+
+/* What the callbacks of the delivery and snapshot tests saw. */
+typedef struct seen
+{
+	char		log[1024];
+	int			stop_after;		/* the transaction callback stops after this many calls (0: never) */
+	int			calls;
+} seen;
+
+static void
+seen_add(seen *w, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+
+static void
+seen_add(seen *w, const char *fmt,...)
+{
+	size_t		len = strlen(w->log);
+	va_list		ap;
+
+	if (len)
+		w->log[len++] = ' ';
+	va_start(ap, fmt);
+	vsnprintf(w->log + len, sizeof(w->log) - len, fmt, ap);
+	va_end(ap);
+}
+
+static int
+seen_transaction(eh_client *c, const char *org, const eh_event *const *events, int n, int ends, void *arg)
+{
+	seen	   *w = arg;
+
+	(void) c;
+	seen_add(w, "%s:%lld-%lld/%lld%s", org, (long long) events[0]->revision, (long long) events[n - 1]->revision,
+			 (long long) events[0]->transaction_first_revision, ends ? "" : "+");
+	return w->stop_after && ++w->calls >= w->stop_after;
+}
+
+static int
+seen_event(eh_client *c, const eh_event *ev, void *arg)
+{
+	(void) c;
+	seen_add(arg, "%lld/%lld%s", (long long) ev->revision, (long long) ev->transaction_first_revision,
+			 ev->transaction_end ? "." : "");
+	return 0;
+}
+
+static void
+seen_snapshot(eh_client *c, const char *org, eh_snapshot_phase phase, int reason, const eh_entity *const *entities,
+			  int n, int64_t head, const char *head_version, void *arg)
+{
+	seen	   *w = arg;
+
+	(void) c;
+	seen_add(w, "%s:%s:%d:%lld:%s", org, eh_snapshot_phase_name(phase), reason, (long long) head,
+			 head_version ? head_version : "-");
+	for (int i = 0; i < n; i++)
+		seen_add(w, "%s/%s@%lld", entities[i]->event_type, entities[i]->entity_id, (long long) entities[i]->revision);
+}
+
+/*
+ * A result as a fetch returns it: rows "revision first end" ("t"/"f"),
+ * each event its own version, at head.
+ */
+static PGresult *
+fetch_result(int64_t head, int nrows, const char *const *rows)
+{
+	static const char *const names[] = {
+		"organization_id", "revision", "version_id", "pts", "ots", "event_type", "action", "entity_id",
+		"correlation_id", "event_data", "lag", "transaction_first_revision", "transaction_end", "head_revision"
+	};
+	PGresAttDesc attrs[14];
+	PGresult   *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	char		head_text[24];
+
+	memset(attrs, 0, sizeof(attrs));
+	for (int i = 0; i < 14; i++)
+	{
+		attrs[i].name = (char *) names[i];
+		attrs[i].format = 0;
+		attrs[i].typid = 25;
+		attrs[i].typlen = -1;
+		attrs[i].atttypmod = -1;
+	}
+	PQsetResultAttrs(res, 14, attrs);
+	snprintf(head_text, sizeof(head_text), "%lld", (long long) head);
+	for (int r = 0; r < nrows; r++)
+	{
+		char		rev[24],
+					first[24],
+					end[2],
+					version[EH_VERSION_ID_LEN + 1];
+		const char *values[14];
+
+		sscanf(rows[r], "%23s %23s %1s", rev, first, end);
+		snprintf(version, sizeof(version), "00000000-0000-4000-8000-%012lld", atoll(rev));
+		values[0] = "acme";
+		values[1] = rev;
+		values[2] = version;
+		values[3] = values[4] = "2026-01-01T00:00:00.000000Z";
+		values[5] = "API";
+		values[6] = "UPDATE";
+		values[7] = "e";
+		values[8] = version;
+		values[9] = "{}";
+		values[10] = "1.5";
+		values[11] = first;
+		values[12] = end;
+		values[13] = head_text;
+		for (int col = 0; col < 14; col++)
+			PQsetvalue(res, r, col, (char *) values[col], (int) strlen(values[col]));
+	}
+	return res;
+}
+
+/* Hands a made fetch result to the delivery, as session.c would. */
+static void
+deliver(eh_client *c, eh_sub *s, PGresult *res)
+{
+	if (ehi_handle_delivery(c, OP_FETCH, s, res) == 0)
+		PQclear(res);
+}
+
+/* A fetch's transactions, grouped for the transaction callback; the event callback as before. */
+static void
+test_delivery(void)
+{
+	eh_client  *c = eh_client_new("dbname=nowhere");
+	seen		w = {"", 0, 0};
+	eh_sub	   *s;
+	const char *batch[] = {"1 1 f", "2 1 f", "3 1 t", "4 4 t", "5 5 f", "6 5 f"};
+	const char *rest[] = {"7 5 t"};
+
+	eh_set_transaction_callback(c, seen_transaction, &w);
+	eh_subscribe(c, "acme", 0);
+	s = ehi_find_sub(c, "acme");
+	deliver(c, s, fetch_result(7, 6, batch));
+	check(strcmp(w.log, "acme:1-3/1 acme:4-4/4 acme:5-6/5+") == 0,
+		  "delivery: one call per transaction; the part of one cut by the batch says it does not end it");
+	check(s->cursor == 6 && strcmp(s->version, "00000000-0000-4000-8000-000000000006") == 0 && s->needs_fetch,
+		  "delivery: the cursor at the last event; below the head, the next fetch is due");
+	w.log[0] = '\0';
+	deliver(c, s, fetch_result(7, 1, rest));
+	check(strcmp(w.log, "acme:7-7/5") == 0 && s->cursor == 7 && !s->needs_fetch,
+		  "delivery: the rest of the transaction ends it; at the head, nothing more is due");
+	check(eh_stat(c, EH_STAT_EVENTS_DELIVERED) == 7, "delivery: every event counts as delivered");
+
+	/* A callback that stops: the rest is held, from the next transaction on. */
+	w.log[0] = '\0';
+	w.stop_after = 1;
+	eh_unsubscribe(c, "acme");
+	eh_subscribe(c, "acme", 0);
+	s = ehi_find_sub(c, "acme");
+	deliver(c, s, fetch_result(7, 6, batch));
+	check(strcmp(w.log, "acme:1-3/1") == 0 && s->cursor == 3 && c->held.res && c->held.row == 3,
+		  "delivery: a stopping callback leaves the next transactions held");
+	c->stop = 0;
+	w.stop_after = 0;
+	ehi_deliver_held(c);
+	check(strcmp(w.log, "acme:1-3/1 acme:4-4/4 acme:5-6/5+") == 0 && s->cursor == 6 && !c->held.res,
+		  "delivery: the held ones come next");
+
+	/* Without a transaction callback: an event at a time, with the two fields. */
+	w.log[0] = '\0';
+	eh_set_transaction_callback(c, NULL, NULL);
+	eh_set_event_callback(c, seen_event, &w);
+	eh_unsubscribe(c, "acme");
+	eh_subscribe(c, "acme", 0);
+	s = ehi_find_sub(c, "acme");
+	deliver(c, s, fetch_result(7, 6, batch));
+	check(strcmp(w.log, "1/1 2/1 3/1. 4/4. 5/5 6/5") == 0 && s->cursor == 6,
+		  "delivery: the event callback gets each event, with where its transaction starts and ends");
+
+	/* A gap is never delivered. */
+	w.log[0] = '\0';
+	deliver(c, s, fetch_result(7, 1, batch));
+	check(w.log[0] == '\0' && s->cursor == 6 && strstr(eh_error_message(c), "revision 1"),
+		  "delivery: an event that is not cursor + 1 is refused");
+	eh_client_free(c);
+}
+
+/* A result of the snapshot's queries. */
+static PGresult *
+tuples(int ncols, int nrows, const char *const *values)
+{
+	PGresAttDesc attrs[8];
+	PGresult   *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+
+	memset(attrs, 0, sizeof(attrs));
+	for (int i = 0; i < ncols; i++)
+	{
+		attrs[i].name = (char *) "c";
+		attrs[i].typid = 25;
+		attrs[i].typlen = -1;
+		attrs[i].atttypmod = -1;
+	}
+	PQsetResultAttrs(res, ncols, attrs);
+	for (int r = 0; r < nrows; r++)
+		for (int col = 0; col < ncols; col++)
+		{
+			const char *v = values[r * ncols + col];
+
+			PQsetvalue(res, r, col, (char *) v, v ? (int) strlen(v) : -1);
+		}
+	return res;
+}
+
+/* Hands a made answer to the snapshot layer, as session.c would. */
+static void
+answer(eh_client *c, op_kind op, PGresult *res)
+{
+	ehi_handle_snapshot(c, op, res);
+	PQclear(res);
+}
+
+/*
+ * The steps of a snapshot, from the answers: BEGIN with the head, pages,
+ * the keyset, COMMIT and END; the cursor at the head; an ABORT when the
+ * connection goes.  (The queries themselves go out in ehi_next_snapshot_query,
+ * which needs a connection: the TAP suites run them.)
+ */
+static void
+test_snapshot_steps(void)
+{
+	eh_client  *c = eh_client_new("dbname=nowhere");
+	seen		w = {"", 0, 0};
+	eh_sub	   *s;
+	const char *head[] = {"42", "00000000-0000-4000-8000-000000000042"};
+	const char *page[] = {
+		"API", "B", "7", "00000000-0000-4000-8000-000000000007", "CREATE", "{}", "2026-01-01T00:00:00.000000Z",
+		"API", "a", "9", "00000000-0000-4000-8000-000000000009", "UPDATE", "{\"v\": 1}", "2026-01-01T00:00:00.000000Z"
+	};
+
+	eh_set_snapshot_callback(c, seen_snapshot, &w);
+	check(eh_subscribe(c, "acme", EH_FROM_SNAPSHOT) == EH_OK && eh_cursor(c, "acme") == -1,
+		  "snapshot: EH_FROM_SNAPSHOT with a callback; no cursor until it ends");
+	check(eh_subscribe_at(c, "globex", EH_FROM_SNAPSHOT, "00000000-0000-4000-8000-000000000001") == EH_ERR_ARGUMENT,
+		  "snapshot: no version with EH_FROM_SNAPSHOT");
+	s = ehi_find_sub(c, "acme");
+	check(s->wants_snapshot && ehi_snapshot_due(c) && ehi_work_pending(c), "snapshot: it is due");
+
+	/* What ehi_next_snapshot_query() does before sending BEGIN. */
+	c->snap.sub = s;
+	c->snap.open = 1;
+	c->snap.next = SNAP_NEXT_HEAD;
+	c->snap.failures = c->link.failures;
+	answer(c, OP_SNAP_BEGIN, PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK));
+	check(c->snap.next == SNAP_NEXT_HEAD && w.log[0] == '\0', "snapshot: BEGIN answered, the head is next");
+	answer(c, OP_SNAP_HEAD, tuples(2, 1, head));
+	check(strcmp(w.log, "acme:begin:0:42:00000000-0000-4000-8000-000000000042") == 0 && c->snap.next == SNAP_NEXT_PAGE,
+		  "snapshot: BEGIN goes to the callback with the head, reason 0 (initial)");
+	w.log[0] = '\0';
+	answer(c, OP_SNAP_PAGE, tuples(7, 2, page));
+	check(strcmp(w.log, "acme:entities:0:0:- API/B@7 API/a@9") == 0 && c->snap.next == SNAP_NEXT_PAGE &&
+		  strcmp(c->snap.after_type, "API") == 0 && strcmp(c->snap.after_id, "a") == 0,
+		  "snapshot: a page goes to the callback; the next starts after its last entity");
+	check(ehi_snapshot_open(c) && s->cursor == -1, "snapshot: the transaction stays open between pages");
+	w.log[0] = '\0';
+	answer(c, OP_SNAP_PAGE, tuples(7, 0, page));
+	check(w.log[0] == '\0' && c->snap.next == SNAP_NEXT_COMMIT, "snapshot: an empty page: COMMIT is next");
+	answer(c, OP_SNAP_END, PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK));
+	check(strcmp(w.log, "acme:end:0:42:00000000-0000-4000-8000-000000000042") == 0 && !ehi_snapshot_open(c),
+		  "snapshot: COMMIT answered: END with the head");
+	check(s->cursor == 42 && strcmp(eh_cursor_version(c, "acme"), "00000000-0000-4000-8000-000000000042") == 0 &&
+		  !s->wants_snapshot && s->needs_fetch, "snapshot: the cursor at the head, the events after it due");
+	check(eh_stat(c, EH_STAT_SNAPSHOTS) == 1 && eh_stat(c, EH_STAT_SNAPSHOT_ENTITIES) == 2, "snapshot: counted");
+
+	/* A connection lost in the middle: ABORT, and it is wanted again. */
+	w.log[0] = '\0';
+	s->wants_snapshot = 1;
+	s->snapshot_reason = EH_RESYNC_HISTORY_REMOVED;
+	c->snap.sub = s;
+	c->snap.open = 1;
+	c->snap.next = SNAP_NEXT_HEAD;
+	c->snap.failures = c->link.failures;
+	answer(c, OP_SNAP_HEAD, tuples(2, 1, head));
+	answer(c, OP_SNAP_PAGE, tuples(7, 2, page));
+	c->link.failures++;
+	ehi_snapshot_check_link(c);
+	check(strcmp(w.log, "acme:begin:1:42:00000000-0000-4000-8000-000000000042 acme:entities:1:0:- API/B@7 API/a@9"
+				 " acme:abort:1:0:-") == 0, "snapshot: a lost connection gives ABORT after what was given");
+	check(!ehi_snapshot_open(c) && s->wants_snapshot && s->cursor == 42,
+		  "snapshot: the subscription still wants one, at its old cursor");
+
+	/* A subscription that goes during its snapshot: no callback, a ROLLBACK. */
+	w.log[0] = '\0';
+	c->snap.sub = s;
+	c->snap.open = 1;
+	c->snap.next = SNAP_NEXT_PAGE;
+	c->snap.failures = c->link.failures;
+	c->snap.begun = 1;
+	eh_unsubscribe(c, "acme");
+	check(w.log[0] == '\0' && c->snap.sub == NULL && c->snap.next == SNAP_NEXT_ROLLBACK,
+		  "snapshot: unsubscribed during it: rolled back, no callback");
+	answer(c, OP_SNAP_END, PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK));
+	check(!ehi_snapshot_open(c) && w.log[0] == '\0', "snapshot: the ROLLBACK closes it");
+	eh_client_free(c);
 }
 
 #define VA "00000000-0000-4000-8000-00000000000a"
@@ -540,6 +868,8 @@ main(int argc, char **argv)
 	test_escaping();
 	test_library_options();
 	test_library_publish();
+	test_delivery();
+	test_snapshot_steps();
 	test_build_script(argv[0], "check_layers.sh", "build: the library's files call one way (internal.h's layer order)");
 	test_build_script(argv[0], "check_exports.sh", "build: the library exports exactly the documented functions");
 	printf("1..%d\n", tests);

@@ -114,7 +114,7 @@ eh_stat_name(eh_stat_id id)
 {
 	static const char *const names[EH_STAT_COUNT] = {
 		"events_delivered", "notifications", "polls", "reconnects", "resyncs", "heartbeats",
-		"fetches", "discoveries"
+		"fetches", "discoveries", "snapshots", "snapshot_entities"
 	};
 
 	return (int) id >= 0 && id < EH_STAT_COUNT ? names[id] : "unknown";
@@ -131,6 +131,23 @@ eh_resync_reason_name(eh_resync_reason reason)
 			return "cursor_ahead";
 		case EH_RESYNC_VERSION_MISMATCH:
 			return "version_mismatch";
+	}
+	return "unknown";
+}
+
+const char *
+eh_snapshot_phase_name(eh_snapshot_phase phase)
+{
+	switch (phase)
+	{
+		case EH_SNAPSHOT_BEGIN:
+			return "begin";
+		case EH_SNAPSHOT_ENTITIES:
+			return "entities";
+		case EH_SNAPSHOT_END:
+			return "end";
+		case EH_SNAPSHOT_ABORT:
+			return "abort";
 	}
 	return "unknown";
 }

@@ -1,6 +1,7 @@
 /*
  * read.c
- *	  eventhub.events_since(): the read cursor.
+ *	  eventhub.events_since() and eventhub.transactions_since(): the read
+ *	  cursor.
  *
  * A reader's cursor is the revision and version id of the last event it
  * applied.  events_since returns the events after it, in revision order,
@@ -16,6 +17,9 @@
  * loop: the query's executor hands each row to a receiver that checks its
  * revision and puts it straight into the function's result, with no copy
  * in between.
+ *
+ * transactions_since reads the same way and cuts its batch where a
+ * publishing transaction ends (see its comment below).
  */
 #include "postgres.h"
 
@@ -34,6 +38,7 @@
 #include "eventhub.h"
 
 PG_FUNCTION_INFO_V1(events_since);
+PG_FUNCTION_INFO_V1(transactions_since);
 
 /* Column numbers of events_since's result (eventhub.events). */
 #define COL_REVISION 2
@@ -120,21 +125,6 @@ EventsReceive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-static void
-EventsStartup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-}
-
-static void
-EventsShutdown(DestReceiver *self)
-{
-}
-
-static void
-EventsDestroy(DestReceiver *self)
-{
-}
-
 /*
  * Sets up the function's result as a tuplestore of the declared row type,
  * into rsinfo->setResult and setDesc: InitMaterializedSRF where PostgreSQL
@@ -173,30 +163,28 @@ UuidText(pg_uuid_t *u)
 }
 
 /*
- * events_since(organization_id text, after_revision bigint,
- *				max_events integer DEFAULT 1000, after_version uuid DEFAULT NULL)
- *	 -> SETOF eventhub.events
+ * What events_since and transactions_since are asked, once checked: the
+ * organization, the cursor, the batch's limits, and the head read at the
+ * start.
  */
-Datum
-events_since(PG_FUNCTION_ARGS)
+typedef struct ReadRequest
 {
-	static EventhubPlan plan;
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			argtypes[3] = {TEXTOID, INT8OID, INT4OID};
 	Datum		org;
 	char	   *org_text;
 	int64		after;
 	int32		max_events;
 	int64		head;
-	pg_uuid_t	head_version;
-	pg_uuid_t	at_cursor;
-	bool		have_head_version;
-	bool		have_at_cursor;
-	EventsReceiver receiver;
-	SPIExecuteOptions options;
-	ParamListInfo params;
-	int			ret;
+} ReadRequest;
 
+/*
+ * Checks the arguments the two functions share (organization_id,
+ * after_revision, max_events).  Each function then checks its own, and the
+ * caller's read privilege before anything is read: the answer must not
+ * tell whether the organization exists.
+ */
+static void
+CheckReadArguments(FunctionCallInfo fcinfo, ReadRequest *req)
+{
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -210,35 +198,43 @@ events_since(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("max_events must not be null")));
-	org = PG_GETARG_DATUM(0);
-	org_text = TextDatumGetCString(org);
-	after = PG_GETARG_INT64(1);
-	max_events = PG_GETARG_INT32(2);
-	if (after < 0)
+	req->org = PG_GETARG_DATUM(0);
+	req->org_text = TextDatumGetCString(req->org);
+	req->after = PG_GETARG_INT64(1);
+	req->max_events = PG_GETARG_INT32(2);
+	if (req->after < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("after_revision must not be negative"),
-				 errdetail("after_revision is " INT64_FORMAT ".", after),
+				 errdetail("after_revision is " INT64_FORMAT ".", req->after),
 				 errhint("Pass 0 to read an organization from its first kept event.")));
-	if (max_events <= 0)
+	if (req->max_events <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_events must be greater than zero"),
-				 errdetail("max_events is %d.", max_events)));
-	/* Before anything is read: the answer must not tell whether it exists. */
-	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
+				 errdetail("max_events is %d.", req->max_events)));
+}
 
-	InitResultStore(fcinfo);
+/*
+ * Reads the head and checks the cursor against it (after_version is
+ * argument 3): ZE002 when the cursor is above the head, ZE003 when the
+ * history at the cursor is not the one the reader applied.  The caller has
+ * connected to SPI.
+ */
+static void
+CheckCursor(FunctionCallInfo fcinfo, ReadRequest *req)
+{
+	pg_uuid_t	head_version;
+	pg_uuid_t	at_cursor;
+	bool		have_head_version;
+	bool		have_at_cursor;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eventhub: SPI_connect failed");
-
-	ReadHead(org, after, &head, &head_version, &have_head_version, &at_cursor, &have_at_cursor);
-	if (after > head)
+	ReadHead(req->org, req->after, &req->head, &head_version, &have_head_version, &at_cursor, &have_at_cursor);
+	if (req->after > req->head)
 		ereport(ERROR,
 				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '2')),
-				 errmsg("revision " INT64_FORMAT " is ahead of organization \"%s\"", after, org_text),
-				 errdetail("The head revision of organization \"%s\" is " INT64_FORMAT ".", org_text, head),
+				 errmsg("revision " INT64_FORMAT " is ahead of organization \"%s\"", req->after, req->org_text),
+				 errdetail("The head revision of organization \"%s\" is " INT64_FORMAT ".", req->org_text, req->head),
 				 errhint("The database no longer has history this reader has seen, for example after a failover. Reload the full state and continue from the head revision.")));
 
 	/*
@@ -246,43 +242,110 @@ events_since(PG_FUNCTION_ARGS)
 	 * cursor, where it is kept, or else the head when the cursor is at it,
 	 * must have the version the reader applied.
 	 */
-	if (!PG_ARGISNULL(3) && after > 0)
+	if (!PG_ARGISNULL(3) && req->after > 0)
 	{
 		pg_uuid_t  *applied = PG_GETARG_UUID_P(3);
 		pg_uuid_t  *here = have_at_cursor ? &at_cursor :
-			(after == head && have_head_version) ? &head_version : NULL;
+			(req->after == req->head && have_head_version) ? &head_version : NULL;
 
 		if (here && memcmp(here->data, applied->data, UUID_LEN) != 0)
 			ereport(ERROR,
 					(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '3')),
-					 errmsg("history of organization \"%s\" diverged at revision " INT64_FORMAT, org_text, after),
+					 errmsg("history of organization \"%s\" diverged at revision " INT64_FORMAT, req->org_text, req->after),
 					 errdetail("Revision " INT64_FORMAT " has version %s here; the reader applied version %s. The head revision is " INT64_FORMAT ".",
-							   after, UuidText(here), UuidText(applied), head),
+							   req->after, UuidText(here), UuidText(applied), req->head),
 					 errhint("The reader applied history this database does not have, for example before a failover to a standby that had not received it. Reload the full state and continue from the head revision.")));
 	}
+}
 
-	params = makeParamList(3);
+/*
+ * Raises ZE001 for a batch that stopped short of the head: revision
+ * missing, the one after the reader's last, was removed.
+ */
+static void
+RaiseRemoved(ReadRequest *req, int64 missing)
+{
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '1')),
+			 errmsg("events of organization \"%s\" after revision " INT64_FORMAT " have been removed",
+					req->org_text, missing - 1),
+			 errdetail("Revision " INT64_FORMAT " is no longer kept; the head revision is " INT64_FORMAT ".",
+					   missing, req->head),
+			 errhint("Reload the full state and continue from the head revision in eventhub.organization_states.")));
+}
+
+/* A receiver with no work to do at its start, end or destruction. */
+static void
+ReceiverStartup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+ReceiverShutdown(DestReceiver *self)
+{
+}
+
+static void
+ReceiverDestroy(DestReceiver *self)
+{
+}
+
+/* The parameters of a read query: org ($1), after_revision ($2), limit ($3). */
+static ParamListInfo
+ReadParams(ReadRequest *req, Oid limit_type, Datum limit)
+{
+	ParamListInfo params = makeParamList(3);
+
 	for (int i = 0; i < 3; i++)
 	{
 		params->params[i].isnull = false;
 		params->params[i].pflags = PARAM_FLAG_CONST;
-		params->params[i].ptype = argtypes[i];
 	}
-	params->params[0].value = org;
-	params->params[1].value = Int64GetDatum(after);
-	params->params[2].value = Int32GetDatum(max_events);
+	params->params[0].value = req->org;
+	params->params[0].ptype = TEXTOID;
+	params->params[1].value = Int64GetDatum(req->after);
+	params->params[1].ptype = INT8OID;
+	params->params[2].value = limit;
+	params->params[2].ptype = limit_type;
+	return params;
+}
+
+/*
+ * events_since(organization_id text, after_revision bigint,
+ *				max_events integer DEFAULT 1000, after_version uuid DEFAULT NULL)
+ *	 -> SETOF eventhub.events
+ */
+Datum
+events_since(PG_FUNCTION_ARGS)
+{
+	static EventhubPlan plan;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			argtypes[3] = {TEXTOID, INT8OID, INT4OID};
+	ReadRequest req;
+	EventsReceiver receiver;
+	SPIExecuteOptions options;
+	int			ret;
+
+	CheckReadArguments(fcinfo, &req);
+	EventhubCheckOrgPrivilege(req.org, EVENTHUB_PRIV_READ);
+
+	InitResultStore(fcinfo);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	CheckCursor(fcinfo, &req);
 
 	memset(&receiver, 0, sizeof(receiver));
 	receiver.pub.receiveSlot = EventsReceive;
-	receiver.pub.rStartup = EventsStartup;
-	receiver.pub.rShutdown = EventsShutdown;
-	receiver.pub.rDestroy = EventsDestroy;
+	receiver.pub.rStartup = ReceiverStartup;
+	receiver.pub.rShutdown = ReceiverShutdown;
+	receiver.pub.rDestroy = ReceiverDestroy;
 	receiver.pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
 	receiver.store = rsinfo->setResult;
-	receiver.expected = after + 1;
+	receiver.expected = req.after + 1;
 
 	memset(&options, 0, sizeof(options));
-	options.params = params;
+	options.params = ReadParams(&req, INT4OID, Int32GetDatum(req.max_events));
 	options.read_only = true;
 	options.dest = (DestReceiver *) &receiver;
 	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan,
@@ -296,15 +359,252 @@ events_since(PG_FUNCTION_ARGS)
 		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
 
 	/* A short batch must end at the head. */
-	if (receiver.returned < (uint64) max_events && receiver.expected <= head)
-		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '1')),
-				 errmsg("events of organization \"%s\" after revision " INT64_FORMAT " have been removed",
-						org_text, receiver.expected - 1),
-				 errdetail("Revision " INT64_FORMAT " is no longer kept; the head revision is " INT64_FORMAT ".",
-						   receiver.expected, head),
-				 errhint("Reload the full state and continue from the head revision in eventhub.organization_states.")));
+	if (receiver.returned < (uint64) req.max_events && receiver.expected <= req.head)
+		RaiseRemoved(&req, receiver.expected);
 
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * transactions_since: events_since's batch, cut at a transaction boundary.
+ *
+ * The query reads the events after the cursor in revision order (the
+ * columns of eventhub.events, transaction_first_revision filled in where
+ * it is NULL), at most max_events + 1 of them.  A row starts a transaction
+ * when its transaction_first_revision is its own revision: one
+ * transaction's events have consecutive revisions (publish.c), so a row
+ * ends its transaction when the next row starts one, or, with no next row,
+ * when it is the head (a transaction's events commit together).
+ *
+ * The receiver takes rows up to the limits (max_events, and max_bytes of
+ * stored size: the row that reaches it is the last), then one row more to
+ * learn whether the last one ended its transaction, and stops at a hole.
+ * The current transaction's rows wait in a private tuplestore (bounded by
+ * work_mem, as the result is) until a row shows that it ended; then they go
+ * into the result.  At the end a transaction still open is dropped, unless
+ * nothing went into the result: a transaction alone over the limits comes
+ * in parts, each ending with transaction_end false.
+ */
+
+/* Columns of the query, and of eventhub.transaction_event after them. */
+#define TCOL_REVISION 2
+#define TCOL_EVENT_TYPE 6
+#define TCOL_ENTITY_ID 8
+#define TCOL_CORRELATION_ID 9
+#define TCOL_EVENT_DATA 10
+#define TCOL_FIRST_REVISION 11
+#define TCOL_QUERY_COUNT 11
+#define TCOL_TRANSACTION_END 12
+#define TCOL_HEAD_REVISION 13
+#define TCOL_COUNT 13
+
+/* What a row costs a batch's max_bytes, besides its variable-length values. */
+#define ROW_OVERHEAD_BYTES 160
+
+typedef struct TransactionsReceiver
+{
+	DestReceiver pub;
+	Tuplestorestate *result;	/* rows of ended transactions */
+	Tuplestorestate *open;		/* rows of the transaction under way, but the last */
+	TupleDesc	desc;			/* eventhub.transaction_event */
+	TupleTableSlot *last;		/* the last row taken (query columns) */
+	TupleTableSlot *moving;		/* for rows moved from open to result */
+	bool		have_last;
+	int64		head;
+	int64		expected;		/* the revision the next row must have */
+	int32		max_events;
+	int64		max_bytes;		/* 0: no limit */
+	int32		taken;
+	int64		bytes;
+	bool		full;			/* the next row only tells where the last one stands */
+	uint64		returned;		/* rows in result */
+} TransactionsReceiver;
+
+/* The stored size of a column's value. */
+static int64
+StoredSize(TupleTableSlot *slot, int col)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, col, &isnull);
+
+	return isnull ? 0 : VARSIZE_ANY(DatumGetPointer(d));
+}
+
+/* Puts the last row taken into store, with its transaction_end. */
+static void
+PutLast(TransactionsReceiver *r, Tuplestorestate *store, bool ends)
+{
+	Datum		values[TCOL_COUNT];
+	bool		nulls[TCOL_COUNT];
+
+	slot_getallattrs(r->last);
+	memcpy(values, r->last->tts_values, TCOL_QUERY_COUNT * sizeof(Datum));
+	memcpy(nulls, r->last->tts_isnull, TCOL_QUERY_COUNT * sizeof(bool));
+	values[TCOL_TRANSACTION_END - 1] = BoolGetDatum(ends);
+	nulls[TCOL_TRANSACTION_END - 1] = false;
+	values[TCOL_HEAD_REVISION - 1] = Int64GetDatum(r->head);
+	nulls[TCOL_HEAD_REVISION - 1] = false;
+	tuplestore_putvalues(store, r->desc, values, nulls);
+	r->have_last = false;
+}
+
+/* Moves the open transaction's rows into the result, and empties it. */
+static void
+MoveOpen(TransactionsReceiver *r)
+{
+	while (tuplestore_gettupleslot(r->open, true, false, r->moving))
+	{
+		tuplestore_puttupleslot(r->result, r->moving);
+		r->returned++;
+	}
+	tuplestore_clear(r->open);
+}
+
+/*
+ * The last row taken ended its transaction (ends) or not: into the result
+ * with the rest of its transaction, or into the open transaction.
+ */
+static void
+PlaceLast(TransactionsReceiver *r, bool ends)
+{
+	if (ends)
+	{
+		MoveOpen(r);
+		PutLast(r, r->result, true);
+		r->returned++;
+	}
+	else
+		PutLast(r, r->open, false);
+}
+
+static bool
+TransactionsReceive(TupleTableSlot *slot, DestReceiver *self)
+{
+	TransactionsReceiver *r = (TransactionsReceiver *) self;
+	bool		isnull;
+	int64		revision;
+
+	CHECK_FOR_INTERRUPTS();
+	revision = DatumGetInt64(slot_getattr(slot, TCOL_REVISION, &isnull));
+	if (revision != r->expected)
+		return false;			/* a hole: there is no next row */
+	if (r->have_last)
+		PlaceLast(r, DatumGetInt64(slot_getattr(slot, TCOL_FIRST_REVISION, &isnull)) == revision);
+	if (r->full)
+		return false;			/* it only told where the last one stands */
+
+	ExecCopySlot(r->last, slot);
+	r->have_last = true;
+	r->expected++;
+	r->taken++;
+	r->bytes += StoredSize(slot, TCOL_EVENT_TYPE) + StoredSize(slot, TCOL_ENTITY_ID) +
+		StoredSize(slot, TCOL_CORRELATION_ID) + StoredSize(slot, TCOL_EVENT_DATA) + ROW_OVERHEAD_BYTES;
+	if (r->taken >= r->max_events || (r->max_bytes > 0 && r->bytes >= r->max_bytes))
+		r->full = true;
+	return true;
+}
+
+/*
+ * transactions_since(organization_id text, after_revision bigint,
+ *					  max_events integer DEFAULT 1000, after_version uuid DEFAULT NULL,
+ *					  max_bytes integer DEFAULT NULL)
+ *	 -> SETOF eventhub.transaction_event
+ *
+ * The events after the cursor as events_since returns them, plus
+ * transaction_first_revision (never NULL), transaction_end and the head;
+ * the batch ends where a transaction does, unless one transaction alone is
+ * over the limits.  The batch is caught up when it is empty or its last
+ * row is the head.  ZE001-ZE003 as events_since.
+ */
+Datum
+transactions_since(PG_FUNCTION_ARGS)
+{
+	static EventhubPlan plan;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
+	ReadRequest req;
+	int64		max_bytes = 0;
+	TransactionsReceiver receiver;
+	SPIExecuteOptions options;
+	TupleDesc	query_desc;
+	int			ret;
+
+	CheckReadArguments(fcinfo, &req);
+	if (!PG_ARGISNULL(4))
+	{
+		max_bytes = PG_GETARG_INT32(4);
+		if (max_bytes <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_bytes must be greater than zero"),
+					 errdetail("max_bytes is " INT64_FORMAT ".", max_bytes),
+					 errhint("Pass NULL for no limit in bytes.")));
+	}
+	EventhubCheckOrgPrivilege(req.org, EVENTHUB_PRIV_READ);
+
+	InitResultStore(fcinfo);
+	if (rsinfo->setDesc->natts != TCOL_COUNT)
+		elog(ERROR, "eventhub: transactions_since must return eventhub.transaction_event");
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	CheckCursor(fcinfo, &req);
+
+	/* In SPI's memory, which SPI_finish frees. */
+	memset(&receiver, 0, sizeof(receiver));
+	receiver.pub.receiveSlot = TransactionsReceive;
+	receiver.pub.rStartup = ReceiverStartup;
+	receiver.pub.rShutdown = ReceiverShutdown;
+	receiver.pub.rDestroy = ReceiverDestroy;
+	receiver.pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
+	receiver.result = rsinfo->setResult;
+	receiver.open = tuplestore_begin_heap(false, false, work_mem);
+	receiver.desc = rsinfo->setDesc;
+	query_desc = CreateTemplateTupleDesc(TCOL_QUERY_COUNT);
+	for (int i = 1; i <= TCOL_QUERY_COUNT; i++)
+		TupleDescCopyEntry(query_desc, i, rsinfo->setDesc, i);
+	receiver.last = MakeSingleTupleTableSlot(query_desc, &TTSOpsMinimalTuple);
+	receiver.moving = MakeSingleTupleTableSlot(rsinfo->setDesc, &TTSOpsMinimalTuple);
+	receiver.head = req.head;
+	receiver.expected = req.after + 1;
+	receiver.max_events = req.max_events;
+	receiver.max_bytes = max_bytes;
+
+	memset(&options, 0, sizeof(options));
+	/* max_events rows, and one more that tells whether the last ended its transaction */
+	options.params = ReadParams(&req, INT8OID, Int64GetDatum((int64) req.max_events + 1));
+	options.read_only = true;
+	options.dest = (DestReceiver *) &receiver;
+	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan,
+													 "SELECT e.organization_id, e.revision, e.version_id,"
+													 " e.processed_timestamp, e.originated_timestamp, e.event_type,"
+													 " e.action, e.entity_id, e.correlation_id, e.event_data,"
+													 " COALESCE(e.transaction_first_revision, e.revision)"
+													 " FROM eventhub.events e"
+													 " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
+													 " AND e.revision OPERATOR(pg_catalog.>) $2"
+													 " ORDER BY e.revision LIMIT $3",
+													 3, argtypes),
+									&options);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
+
+	/*
+	 * With no next row, the last one ended its transaction at the head.  A
+	 * short batch must end at the head, as in events_since.
+	 */
+	if (receiver.have_last)
+		PlaceLast(&receiver, receiver.expected - 1 == req.head);
+	if (!receiver.full && receiver.expected <= req.head)
+		RaiseRemoved(&req, receiver.expected);
+	/* A transaction alone over the limits: its first part. */
+	if (receiver.returned == 0)
+		MoveOpen(&receiver);
+
+	tuplestore_end(receiver.open);
+	ExecDropSingleTupleTableSlot(receiver.last);
+	ExecDropSingleTupleTableSlot(receiver.moving);
 	SPI_finish();
 	return (Datum) 0;
 }

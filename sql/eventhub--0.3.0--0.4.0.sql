@@ -37,6 +37,49 @@ ALTER TABLE eventhub.organization_states ALTER COLUMN complete_after SET DEFAULT
 
 COMMENT ON COLUMN eventhub.organization_states.complete_after IS 'N: every entity''s latest event above revision N is kept, so the entities'' latest events are the organization''s full state; 0 for a new organization. NULL: retention may have removed an entity''s latest event (an organization whose events were removed before 0.4.0), and a snapshot is refused until eventhub.declare_full_state().';
 
+-- transactions_since's row: the columns of eventhub.events, then where the
+-- event stands in its transaction and the head it was read at.  (A RETURNS
+-- TABLE could not name a column organization_id, the name of an argument.)
+CREATE TYPE eventhub.transaction_event AS (
+    organization_id      text,
+    revision             bigint,
+    version_id           uuid,
+    processed_timestamp  timestamptz,
+    originated_timestamp timestamptz,
+    event_type           text,
+    action               text,
+    entity_id            text,
+    correlation_id       text,
+    event_data           jsonb,
+    transaction_first_revision bigint,
+    transaction_end      boolean,
+    head_revision        bigint);
+
+COMMENT ON TYPE eventhub.transaction_event IS
+'A row of eventhub.transactions_since(): the event''s columns as in eventhub.events; transaction_first_revision, the revision of its transaction''s first event (its own revision for an event published before 0.4.0); transaction_end, whether it is the last event of its transaction in the organization; head_revision, the organization''s head revision when the batch was read.';
+
+-- The consumer protocol of events_since, with whole transactions: call it
+-- again from the last row of the batch, apply a transaction (and keep the
+-- cursor) at its row with transaction_end, and call again at once unless
+-- the batch is empty or its last row has revision = head_revision (caught
+-- up).
+CREATE FUNCTION eventhub.transactions_since(
+    organization_id text,
+    after_revision  bigint,
+    max_events      integer DEFAULT 1000,
+    after_version   uuid DEFAULT NULL,
+    max_bytes       integer DEFAULT NULL)
+RETURNS SETOF eventhub.transaction_event
+AS 'MODULE_PATHNAME', 'transactions_since'
+LANGUAGE C STABLE ROWS 1000;
+-- Runs as the caller, with the caller's privileges and row-level security;
+-- its queries qualify every name, operators included (extension/read.c).
+
+COMMENT ON FUNCTION eventhub.transactions_since(text, bigint, integer, uuid, integer) IS
+'Returns the events of an organization with revision > after_revision, in revision order, as events_since does, with their transaction: a batch holds up to max_events events, or fewer once their stored size reaches max_bytes, and ends where a publishing transaction ends, unless one transaction alone exceeds the limits (its part then ends with transaction_end false). Caught up when the batch is empty or its last row has revision = head_revision. Raises SQLSTATE ZE001, ZE002 and ZE003 as events_since does.';
+
+REVOKE ALL ON FUNCTION eventhub.transactions_since(text, bigint, integer, uuid, integer) FROM PUBLIC;
+
 -- The head a snapshot is read at: see extension/snapshot.c.
 CREATE FUNCTION eventhub.snapshot_head(organization_id text, OUT revision bigint, OUT version_id uuid)
 RETURNS record

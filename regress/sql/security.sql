@@ -12,11 +12,15 @@ CREATE ROLE regress_eh_nobody;
 GRANT USAGE ON SCHEMA eventhub TO regress_eh_publisher;
 GRANT EXECUTE ON FUNCTION
     eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
-    eventhub.register_organization(text)
+    eventhub.register_organization(text),
+    eventhub.declare_full_state(text, bigint)
   TO regress_eh_publisher;
 GRANT USAGE ON SCHEMA eventhub TO regress_eh_reader;
 GRANT SELECT ON eventhub.organization_states, eventhub.events TO regress_eh_reader;
 GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid),
+                          eventhub.transactions_since(text, bigint, integer, uuid, integer),
+                          eventhub.snapshot_head(text),
+                          eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid),
                           eventhub.notification_token(text),
                           eventhub.heartbeat(text, jsonb, jsonb, text),
                           eventhub.deregister_replica(text)
@@ -36,11 +40,25 @@ SELECT * FROM eventhub.events;
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.cleanup_events(now());
 \echo :LAST_ERROR_SQLSTATE
+-- It declares the full state of its organizations, and reads nothing.
+SELECT eventhub.declare_full_state('acme', 0);
+SELECT * FROM eventhub.transactions_since('acme', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.snapshot_head('acme');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.snapshot_entities('acme', 1);
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
 SET ROLE regress_eh_reader;
 SELECT organization_id, revision FROM eventhub.events_since('acme', 0);
+SELECT organization_id, revision, transaction_first_revision, transaction_end, head_revision
+  FROM eventhub.transactions_since('acme', 0);
+SELECT revision, version_id IS NOT NULL AS has_version FROM eventhub.snapshot_head('acme');
+SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('acme', 1);
 SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
+SELECT eventhub.declare_full_state('acme', 1);
+\echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-2', NULL, '{}');
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO eventhub.events VALUES ('acme', 2, gen_random_uuid(), now(), now(), 'API', 'CREATE', 'x', 'c-x', '{}');
@@ -52,6 +70,14 @@ SET ROLE regress_eh_nobody;
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-2', NULL, '{}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM eventhub.events_since('acme', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.transactions_since('acme', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.snapshot_head('acme');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.snapshot_entities('acme', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.declare_full_state('acme', 1);
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
@@ -88,6 +114,16 @@ SET search_path = pg_temp, regress_evil, pg_catalog;
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
 SELECT count(*) AS temp_rows FROM pg_temp.organization_states;
 DROP TABLE pg_temp.organization_states;
+RESET search_path;
+RESET ROLE;
+-- The readers' functions as well: the hostile "=" would give globex, which
+-- has no events, every event of acme.
+GRANT USAGE ON SCHEMA regress_evil TO regress_eh_reader;
+SET ROLE regress_eh_reader;
+SET search_path = regress_evil, pg_catalog, public;
+SELECT count(*) AS globex_events FROM eventhub.events_since('globex', 0);
+SELECT count(*) AS globex_events FROM eventhub.transactions_since('globex', 0);
+SELECT count(*) AS globex_entities FROM eventhub.snapshot_entities('globex', 0);
 RESET search_path;
 RESET ROLE;
 

@@ -137,5 +137,7 @@ SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
        count(*) FILTER (WHERE line LIKE 'initial privileges %') AS initial_privileges,
        count(*) FILTER (WHERE line LIKE 'column eventhub.events.transaction_first_revision %'
                            OR line LIKE 'column eventhub.organization_states.complete_after %'
-                           OR line LIKE 'index CREATE INDEX events_entity_idx %') AS new_objects
+                           OR line LIKE 'index CREATE INDEX events_entity_idx %'
+                           OR line LIKE 'function eventhub.transactions_since(%'
+                           OR line = 'member type eventhub.transaction_event') AS new_objects
   FROM fresh;

@@ -1,12 +1,14 @@
 # 006_cli.pl: the CLI's publish, status and cleanup commands, its help and
-# exit statuses, and a caller-driven event loop (client/examples/eventloop.c:
-# eh_socket, eh_next_timeout_ms and eh_process instead of eh_wait).
+# exit statuses, a caller-driven event loop (client/examples/eventloop.c:
+# eh_socket, eh_next_timeout_ms and eh_process instead of eh_wait), and
+# transactions, get and watch --snapshot: the lines of docs/cli.md.
 
 use strict;
 use warnings;
 
 use EventhubTest;
 use IPC::Run;
+use JSON::PP;
 use Time::HiRes;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -84,14 +86,14 @@ is(query('SELECT count(*) FROM eventhub.events'), '1', 'the refused cleanups del
 #
 # help, usage errors, connection errors, timeouts
 #
-for my $cmd ('publish', 'watch', 'status', 'cleanup')
+for my $cmd ('publish', 'watch', 'status', 'cleanup', 'get')
 {
 	bare($cmd, '--help');
 	is($rc, 0, "$cmd --help exits 0");
 	like($out, qr/^Usage: eventhub $cmd/, "$cmd --help shows its usage");
 }
 bare('--help');
-like($out, qr/Commands:.*publish.*watch.*status.*cleanup/s, '--help lists the commands');
+like($out, qr/Commands:.*publish.*watch.*get.*status.*cleanup/s, '--help lists the commands');
 bare('frobnicate');
 is($rc, 2, 'an unknown command exits 2');
 like($err, qr/unknown command "frobnicate"/, 'and names it');
@@ -150,6 +152,97 @@ for my $c (1, 2)
 			"client $c delivered $org once, in order");
 	}
 }
+
+#
+# Transactions: the event lines say which events were published together,
+# and --count never stops inside a transaction.
+#
+publish($node, 'clitxn', 3);
+publish($node, 'clitxn', 1);
+cli('watch', '--org', 'clitxn', '--after', '0', '--count', '1', '--timeout', '60');
+is($rc, 0, 'watch --count 1 exits 0 after a transaction of three');
+my @lines = map { JSON::PP->new->decode($_) } split /\n/, $out;
+is(join(' ', map { "$_->{revision}:$_->{transaction_first_revision}:" . ($_->{transaction_end} ? 'end' : '-') } @lines),
+	'1:1:- 2:1:- 3:1:end', 'the whole transaction, marked as one, and nothing of the next');
+like((split /\n/, $out)[0], qr/"event_data": \{\}, "transaction_first_revision": 1, "transaction_end": false\}$/,
+	'the two keys come last');
+
+#
+# get: the live entities and the head they are consistent with.
+#
+query(join('',
+	publish_sql('cliget', event_type => 'API', action => 'CREATE', entity => 'w', data => '{"v": 1}'),
+	publish_sql('cliget', event_type => 'API', action => 'CREATE', entity => 'gone'),
+	publish_sql('cliget', event_type => 'API', action => 'UPDATE', entity => 'w', data => '{"v": 2}'),
+	publish_sql('cliget', event_type => 'API', action => 'DELETE', entity => 'gone'),
+	publish_sql('cliget', event_type => 'CERT', action => 'CREATE', entity => "\x{e9}t\x{e9}", data => '{"pem": "x"}')));
+my $entities_sql = q{
+	SELECT string_agg(json_build_object('organization_id', organization_id, 'entity_type', event_type,
+	         'entity_id', entity_id, 'revision', revision, 'version_id', version_id, 'event_data', event_data)::text,
+	         E'\n' ORDER BY event_type, entity_id)
+	  FROM (SELECT DISTINCT ON (event_type, entity_id) * FROM eventhub.events WHERE organization_id = 'cliget'
+	         ORDER BY event_type, entity_id, revision DESC) e
+	 WHERE action <> 'DELETE'};
+my $json = JSON::PP->new->canonical;
+my @want = map { $json->encode(JSON::PP->new->decode($_)) } split /\n/, query($entities_sql);
+my ($head_rev, $head_ver) = split /\|/, query("SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'cliget'");
+cli('get', '--org', 'cliget', '--batch-bytes', '1024');
+is($rc, 0, 'get exits 0') or diag($err);
+@lines = split /\n/, $out;
+my $end = pop @lines;
+is_deeply([ map { $json->encode(JSON::PP->new->decode($_)) } @lines ], \@want,
+	"get prints the server's live entities, in order, one per line");
+is($end, qq({"snapshot": "end", "organization_id": "cliget", "head_revision": $head_rev, "head_version_id": "$head_ver", "entities": 2}),
+	'then the end line with the head');
+like($lines[0], qr/^\{"organization_id": "cliget", "entity_type": "API", "entity_id": "w", "revision": 3, "version_id": "[-0-9a-f]{36}", "event_data": \{"v": 2\}\}$/,
+	'an entity line has its keys in the documented order');
+cli('get', '--org', 'cli-nobody');
+is("$rc $out", qq(0 {"snapshot": "end", "organization_id": "cli-nobody", "head_revision": 0, "head_version_id": null, "entities": 0}\n),
+	'get of an organization without events prints only the end line, at 0');
+query(q{SET eventhub.protect_tables = off;
+	UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'clitxn'});
+cli('get', '--org', 'clitxn');
+is($rc, 1, 'get of an incomplete organization exits 1 (a retry cannot help)');
+like($err, qr/snapshot of organization "clitxn" is incomplete/, 'and says why');
+cli('watch', '--org', 'clitxn', '--snapshot', '--after', '0');
+is($rc, 2, '--snapshot does not take --after');
+cli('get', '--org', 'a', '--org', 'b');
+is($rc, 2, 'get takes one --org');
+
+#
+# watch --snapshot: begin, entities, end, then events; a resync answered
+# by a new snapshot between markers.
+#
+reload_settings($node, 'eventhub.compaction = on', worker => 0) or die 'the reload did not happen';
+query(join('', map { publish_sql('cliwatch', action => 'CREATE', entity => $_) } qw(a b)));
+my $w = start_watch($connstr, '--org', 'cliwatch', '--snapshot', '--poll-interval', '200');
+wait_for(what => 'the snapshot', watch => $w, matches => qr/"snapshot": "end"/) or die 'no snapshot';
+publish($node, 'cliwatch', 1, entity => 'z');
+wait_for(what => 'the event after the snapshot', watch => $w, lines => 5) or die 'no event';
+# Stopped, it misses two updates of u, whose first the cleanup removes.
+$w->{h}->signal('STOP');
+publish($node, 'cliwatch', 1, entity => 'u') for 1 .. 2;
+query('SELECT eventhub.cleanup_events(clock_timestamp())');
+$w->{h}->signal('CONT');
+wait_for(what => 'the second snapshot', watch => $w, matches => qr/"reason": "history_removed".*"snapshot": "end"/s)
+  or die 'no resync';
+publish($node, 'cliwatch', 1, entity => 'y');
+wait_for(what => 'the event after the second snapshot', watch => $w, matches => qr/"revision": 6, .*"entity_id": "y"/)
+  or die 'no event after the resync';
+$w->{h}->signal('TERM');
+eval { $w->{h}->finish };
+my @marks = map {
+	    $_->{snapshot} ? "$_->{snapshot}" . ($_->{reason} ? "($_->{reason},$_->{head_revision})" : '')
+	  . (defined $_->{entities} ? "($_->{head_revision},$_->{entities})" : '')
+	  : $_->{entity_type} ? "entity:$_->{entity_id}"
+	  : "event:$_->{revision}"
+} watch_lines($w);
+is(join(' ', @marks),
+	'begin(initial,2) entity:a entity:b end(2,2) event:3 begin(history_removed,5) entity:a entity:b entity:u entity:z end(5,4) event:6',
+	'watch --snapshot: the snapshot between markers, its events, and a resync as a new snapshot');
+my ($begin) = grep { /"snapshot": "begin"/ } split /\n/, $w->{out};
+like($begin, qr/^\{"snapshot": "begin", "organization_id": "cliwatch", "reason": "initial", "head_revision": 2, "head_version_id": "[-0-9a-f]{36}"\}$/,
+	'the begin line as documented');
 
 $node->stop;
 done_testing();
