@@ -24,11 +24,12 @@
  *       Percentiles of the latencies in pgbench -l logs, optionally only
  *       for transactions that completed within [FROM, UNTIL].
  *
- *   eh_bench select -o ORG -e EXPECT [-c FETCH]
+ *   eh_bench select -o ORG -e EXPECT [-c FETCH] [-s]
  *       The baseline of a snapshot: the organization's rows of
  *       eventhub.events (the snapshot's columns) streamed to this client in
  *       one REPEATABLE READ, READ ONLY transaction, in single-row mode, or
- *       with -c through a cursor FETCH rows at a time.
+ *       with -c through a cursor FETCH rows at a time; with -s in the
+ *       snapshot's order (ORDER BY event_type, entity_id).
  *
  *   eh_bench snapshot-sql -o ORG -e EXPECT [-P PAGE]
  *       A snapshot through the SQL functions, as the library reads one:
@@ -36,7 +37,12 @@
  *       keyed by the previous page's last (event_type, entity_id), in one
  *       REPEATABLE READ, READ ONLY transaction.
  *
- *   select and snapshot-sql print rows, seconds, rows_per_s, the client's
+ *   eh_bench snapshot -o ORG -e EXPECT [-P PAGE]
+ *       The same through the library: eh_subscribe with EH_FROM_SNAPSHOT
+ *       (batch size PAGE), counting the snapshot callback's entities until
+ *       its END.
+ *
+ *   select, snapshot-sql and snapshot print rows, seconds, rows_per_s, the client's
  *   peak RSS (maxrss_kb), the server backend's pid and its peak anonymous
  *   memory (backend_rss_anon_kb: RssAnon of /proc/PID/status, sampled
  *   every 10 ms from connection to the last row; backend_rss_anon_start_kb
@@ -535,7 +541,8 @@ run_pctl(int nfiles, char **files, double from, double until)
 typedef struct mem_sampler
 {
 	pthread_t	thread;
-	int			pid;
+	atomic_int	pid;			/* 0 until found by application name */
+	const char *appname;
 	atomic_int	stop;
 	long		start_kb;		/* first sample; -1 until read */
 	long		peak_kb;
@@ -561,14 +568,53 @@ rss_anon_kb(int pid)
 	return kb;
 }
 
+/*
+ * The pid of the backend of the session named appname that reads a
+ * snapshot (its client may have other sessions); 0 until there is one.
+ */
+static int
+find_backend(PGconn *conn, const char *appname)
+{
+	const char *params[1] = {appname};
+	PGresult   *res = PQexecParams(conn, "SELECT pid FROM pg_stat_activity WHERE application_name = $1"
+									" AND query LIKE '%snapshot%' ORDER BY backend_start LIMIT 1",
+									1, NULL, params, NULL, NULL, 0);
+	int			pid = 0;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		pid = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return pid;
+}
+
 static void *
 sampler_main(void *arg)
 {
 	mem_sampler *m = arg;
+	PGconn	   *conn = NULL;
 
+	if (m->appname)
+	{
+		conn = PQconnectdb("");
+		if (PQstatus(conn) != CONNECTION_OK)
+			die("connect: %s", PQerrorMessage(conn));
+	}
 	while (!atomic_load(&m->stop))
 	{
-		long		kb = rss_anon_kb(m->pid);
+		long		kb;
+
+		if (atomic_load(&m->pid) == 0)
+		{
+			int			pid = find_backend(conn, m->appname);
+
+			if (pid == 0)
+			{
+				usleep(2000);
+				continue;
+			}
+			atomic_store(&m->pid, pid);
+		}
+		kb = rss_anon_kb(atomic_load(&m->pid));
 
 		if (kb >= 0)
 		{
@@ -580,14 +626,17 @@ sampler_main(void *arg)
 		}
 		usleep(10000);
 	}
+	PQfinish(conn);
 	return NULL;
 }
 
+/* Samples the backend pid, or (pid 0) the one of the session named appname. */
 static void
-sampler_start(mem_sampler *m, int pid)
+sampler_start(mem_sampler *m, int pid, const char *appname)
 {
 	memset(m, 0, sizeof(*m));
 	m->pid = pid;
+	m->appname = appname;
 	m->start_kb = -1;
 	m->peak_kb = -1;
 	if (pthread_create(&m->thread, NULL, sampler_main, m) != 0)
@@ -598,7 +647,7 @@ sampler_start(mem_sampler *m, int pid)
 static void
 sampler_stop(mem_sampler *m)
 {
-	long		kb = rss_anon_kb(m->pid);
+	long		kb = m->pid ? rss_anon_kb(m->pid) : -1;
 
 	atomic_store(&m->stop, 1);
 	pthread_join(m->thread, NULL);
@@ -615,7 +664,7 @@ print_read(const char *what, long long rows, double secs, const mem_sampler *m)
 	getrusage(RUSAGE_SELF, &ru);
 	printf("mode=%s rows=%lld seconds=%.3f rows_per_s=%.0f maxrss_kb=%ld backend_pid=%d"
 		   " backend_rss_anon_kb=%ld backend_rss_anon_start_kb=%ld samples=%ld",
-		   what, rows, secs, rows / secs, ru.ru_maxrss, m->pid, m->peak_kb, m->start_kb, m->samples);
+		   what, rows, secs, rows / secs, ru.ru_maxrss, (int) m->pid, m->peak_kb, m->start_kb, m->samples);
 }
 
 /* ------------------------------------------------- select, snapshot-sql */
@@ -653,29 +702,37 @@ touch_rows(const PGresult *res)
 	return bytes;
 }
 
-#define SNAPSHOT_COLUMNS "event_type, entity_id, revision, version_id, action, event_data"
+/* What the snapshot callback read, for its output line. */
+static size_t touched_bytes;
+
+#define SNAPSHOT_COLUMNS "event_type, entity_id, revision, version_id, action, event_data, originated_timestamp"
 
 static int
-run_select(const char *org, long long expect, int fetch)
+run_select(const char *org, long long expect, int fetch, int ordered)
 {
 	PGconn	   *conn = connect_plain();
 	mem_sampler m;
 	const char *params[1] = {org};
+	const char *query = ordered ?
+		"SELECT " SNAPSHOT_COLUMNS " FROM eventhub.events WHERE organization_id = $1 ORDER BY event_type, entity_id" :
+		"SELECT " SNAPSHOT_COLUMNS " FROM eventhub.events WHERE organization_id = $1";
+	char		what[32];
 	PGresult   *res;
 	long long	rows = 0;
 	size_t		bytes = 0;
 	double		t0,
 				t1;
 
-	sampler_start(&m, PQbackendPID(conn));
+	snprintf(what, sizeof(what), "select%s%s", ordered ? "-ordered" : "", fetch > 0 ? "-cursor" : "");
+	sampler_start(&m, PQbackendPID(conn), NULL);
 	t0 = now_s(CLOCK_MONOTONIC);
 	exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
 	if (fetch > 0)
 	{
-		char		sql[64];
+		char		sql[256];
 
-		res = PQexecParams(conn, "DECLARE snap_rows NO SCROLL CURSOR FOR SELECT " SNAPSHOT_COLUMNS
-						   " FROM eventhub.events WHERE organization_id = $1", 1, NULL, params, NULL, NULL, 0);
+		snprintf(sql, sizeof(sql), "DECLARE snap_rows NO SCROLL CURSOR FOR %s", query);
+		res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			die("%s", PQerrorMessage(conn));
 		PQclear(res);
@@ -697,8 +754,7 @@ run_select(const char *org, long long expect, int fetch)
 	}
 	else
 	{
-		if (!PQsendQueryParams(conn, "SELECT " SNAPSHOT_COLUMNS " FROM eventhub.events WHERE organization_id = $1",
-							   1, NULL, params, NULL, NULL, 0) || !PQsetSingleRowMode(conn))
+		if (!PQsendQueryParams(conn, query, 1, NULL, params, NULL, NULL, 0) || !PQsetSingleRowMode(conn))
 			die("%s", PQerrorMessage(conn));
 		while ((res = PQgetResult(conn)) != NULL)
 		{
@@ -717,7 +773,7 @@ run_select(const char *org, long long expect, int fetch)
 	exec_ok(conn, "COMMIT");
 	t1 = now_s(CLOCK_MONOTONIC);
 	sampler_stop(&m);
-	print_read(fetch > 0 ? "select-cursor" : "select", rows, t1 - t0, &m);
+	print_read(what, rows, t1 - t0, &m);
 	printf(" bytes=%zu\n", bytes);
 	PQfinish(conn);
 	return rows == expect ? 0 : 1;
@@ -741,7 +797,7 @@ run_snapshot_sql(const char *org, long long expect, int page)
 				t1;
 
 	snprintf(limit, sizeof(limit), "%d", page);
-	sampler_start(&m, PQbackendPID(conn));
+	sampler_start(&m, PQbackendPID(conn), NULL);
 	t0 = now_s(CLOCK_MONOTONIC);
 	exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
 	params[0] = org;
@@ -788,6 +844,91 @@ run_snapshot_sql(const char *org, long long expect, int page)
 	return rows == expect ? 0 : 1;
 }
 
+/* ----------------------------------------------------------- snapshot */
+
+typedef struct snap_state
+{
+	long long	entities;
+	long long	pages;
+	int			aborts;
+	int			done;
+	int64_t		head;
+} snap_state;
+
+static void
+snap_on_step(eh_client *client, const char *org, eh_snapshot_phase phase, int reason,
+			 const eh_entity *const *entities, int n_entities, int64_t head_revision,
+			 const char *head_version, void *arg)
+{
+	snap_state *st = arg;
+
+	(void) client;
+	(void) org;
+	(void) reason;
+	(void) head_version;
+	switch (phase)
+	{
+		case EH_SNAPSHOT_BEGIN:
+			st->entities = 0;
+			st->pages = 0;
+			break;
+		case EH_SNAPSHOT_ENTITIES:
+			/* Read every value, as select does. */
+			for (int i = 0; i < n_entities; i++)
+				touched_bytes += strlen(entities[i]->event_type) + strlen(entities[i]->entity_id) +
+					strlen(entities[i]->version_id) + strlen(entities[i]->action) +
+					strlen(entities[i]->event_data);
+			st->entities += n_entities;
+			st->pages++;
+			break;
+		case EH_SNAPSHOT_END:
+			st->head = head_revision;
+			st->done = 1;
+			break;
+		case EH_SNAPSHOT_ABORT:
+			st->aborts++;
+			break;
+	}
+}
+
+static int
+run_snapshot(const char *org, long long expect, int page)
+{
+	eh_client  *c = eh_client_new("application_name=eh_bench_snapshot");
+	snap_state	st;
+	long long	events = 0;
+	mem_sampler m;
+	double		t0,
+				t1;
+
+	if (!c)
+		die("%s", "out of memory");
+	memset(&st, 0, sizeof(st));
+	eh_set_event_callback(c, count_event, &events);
+	eh_set_snapshot_callback(c, snap_on_step, &st);
+	if (eh_set_batch_size(c, page) != EH_OK)
+		die("batch size: %s", eh_error_message(c));
+	if (eh_subscribe(c, org, EH_FROM_SNAPSHOT) != EH_OK)
+		die("subscribe: %s", eh_error_message(c));
+	sampler_start(&m, 0, "eh_bench_snapshot");
+	t0 = now_s(CLOCK_MONOTONIC);
+	if (eh_connect(c) != EH_OK)
+		fprintf(stderr, "eh_bench: connect: %s (retrying)\n", eh_error_message(c));
+	while (!st.done)
+	{
+		if (now_s(CLOCK_MONOTONIC) - t0 > 300)
+			die("%s", "the snapshot did not end within 300 s");
+		if (eh_wait(c, 100) < 0)
+			die("%s", eh_error_message(c));
+	}
+	t1 = now_s(CLOCK_MONOTONIC);
+	sampler_stop(&m);
+	print_read("snapshot", st.entities, t1 - t0, &m);
+	printf(" bytes=%zu pages=%lld head=%lld aborts=%d\n", touched_bytes, st.pages, (long long) st.head, st.aborts);
+	eh_client_free(c);
+	return st.entities == expect ? 0 : 1;
+}
+
 /* --------------------------------------------------------------- main */
 
 static void
@@ -798,8 +939,9 @@ usage(void)
 			"       eh_bench catchup -o ORG -e EXPECT\n"
 			"       eh_bench listen -n CONNS [-r READY]\n"
 			"       eh_bench pctl [-f FROM_EPOCH] [-u UNTIL_EPOCH] PGBENCH_LOG...\n"
-			"       eh_bench select -o ORG -e EXPECT [-c FETCH]\n"
-			"       eh_bench snapshot-sql -o ORG -e EXPECT [-P PAGE]\n");
+			"       eh_bench select -o ORG -e EXPECT [-c FETCH] [-s]\n"
+			"       eh_bench snapshot-sql -o ORG -e EXPECT [-P PAGE]\n"
+			"       eh_bench snapshot -o ORG -e EXPECT [-P PAGE]\n");
 	exit(2);
 }
 
@@ -813,6 +955,7 @@ main(int argc, char **argv)
 	int			n = 1,
 				fetch = 0,
 				page = 1000,
+				ordered = 0,
 				opt;
 	long long	expect = 0;
 	double		from = 0,
@@ -822,7 +965,7 @@ main(int argc, char **argv)
 		usage();
 	mode = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "o:n:l:p:r:L:t:e:f:u:c:P:")) != -1)
+	while ((opt = getopt(argc, argv, "o:n:l:p:r:L:t:e:f:u:c:P:s")) != -1)
 	{
 		switch (opt)
 		{
@@ -862,6 +1005,9 @@ main(int argc, char **argv)
 			case 'P':
 				page = atoi(optarg);
 				break;
+			case 's':
+				ordered = 1;
+				break;
 			default:
 				usage();
 		}
@@ -878,9 +1024,11 @@ main(int argc, char **argv)
 	if (strcmp(mode, "listen") == 0)
 		return run_listen(n, ready);
 	if (strcmp(mode, "select") == 0 && org && expect > 0)
-		return run_select(org, expect, fetch);
+		return run_select(org, expect, fetch, ordered);
 	if (strcmp(mode, "snapshot-sql") == 0 && org && expect > 0)
 		return run_snapshot_sql(org, expect, page);
+	if (strcmp(mode, "snapshot") == 0 && org && expect > 0)
+		return run_snapshot(org, expect, page);
 	if (strcmp(mode, "pctl") == 0 && optind < argc)
 		return run_pctl(argc - optind, argv + optind, from, until);
 	usage();
