@@ -881,7 +881,7 @@ snap_on_step(eh_client *client, const char *org, eh_snapshot_phase phase, int re
 			for (int i = 0; i < n_entities; i++)
 				touched_bytes += strlen(entities[i]->event_type) + strlen(entities[i]->entity_id) +
 					strlen(entities[i]->version_id) + strlen(entities[i]->action) +
-					strlen(entities[i]->event_data);
+					strlen(entities[i]->event_data) + strlen(entities[i]->originated_timestamp);
 			st->entities += n_entities;
 			st->pages++;
 			break;
