@@ -62,6 +62,16 @@ eh_client_free(eh_client *c)
 {
 	if (!c)
 		return;
+	if (c->replica.id && !c->replica.conninfo && ehi_snapshot_open(c))
+	{
+		/* The deregistration cannot write in the snapshot's READ ONLY transaction. */
+		int64_t		start = ehi_now_ms();
+
+		ehi_snapshot_rollback_now(c, start + c->cfg.close_timeout_ms);
+		c->cfg.close_timeout_ms -= (int) (ehi_now_ms() - start);
+		if (c->cfg.close_timeout_ms < 0)
+			c->cfg.close_timeout_ms = 0;
+	}
 	ehi_deregister(c);
 	ehi_conn_close(&c->link.conn);
 	ehi_conn_close(&c->listen.probe_conn);

@@ -481,6 +481,7 @@ int			ehi_next_snapshot_query(eh_client *c);
 void		ehi_handle_snapshot(eh_client *c, op_kind op, PGresult *res);
 void		ehi_snapshot_check_link(eh_client *c);
 void		ehi_snapshot_cancel(eh_client *c, eh_sub *s);
+void		ehi_snapshot_rollback_now(eh_client *c, int64_t deadline);
 void		ehi_snapshot_free(eh_client *c);
 
 /* delivery.c */

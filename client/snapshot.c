@@ -140,6 +140,26 @@ ehi_snapshot_cancel(eh_client *c, eh_sub *s)
 	clear_keyset(&c->snap);
 }
 
+/*
+ * For eh_client_free(): rolls an open snapshot's transaction back, waiting
+ * at most until deadline, so that the deregistration after it may write on
+ * the connection.
+ */
+void
+ehi_snapshot_rollback_now(eh_client *c, int64_t deadline)
+{
+	ehi_conn   *ac = &c->link.conn;
+	int64_t		left = deadline - ehi_now_ms();
+
+	if (!c->snap.open || ac->state == EHI_CONN_NONE || ac->state == EHI_CONN_CONNECTING || left <= 0)
+		return;
+	if (!ehi_conn_wait_idle(ac, deadline) ||
+		ehi_conn_send(ac, "ROLLBACK", NULL, 0, 0, NULL, (int) left) != 0 ||
+		!ehi_conn_wait_idle(ac, deadline))
+		return;
+	c->snap.open = 0;
+}
+
 /* Frees what the snapshot keeps, without callbacks (eh_client_free). */
 void
 ehi_snapshot_free(eh_client *c)
@@ -219,6 +239,7 @@ ehi_next_snapshot_query(eh_client *c)
 	{
 		if (!s->wants_snapshot)
 			continue;
+		clear_keyset(snap);
 		memset(snap, 0, sizeof(*snap));
 		snap->sub = s;
 		snap->open = 1;

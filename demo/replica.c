@@ -25,15 +25,23 @@ typedef struct entity
 	char	   *data;
 } entity;
 
-typedef struct replica
+/* A set of entities: the map, or a snapshot being received. */
+typedef struct entities
 {
 	entity	   *items;
 	size_t		n;
 	size_t		cap;
+} entities;
+
+typedef struct replica
+{
+	entities	map;
+	entities	pending;		/* the snapshot being received (--snapshot) */
 	double	   *lat_ms;
 	size_t		nlat;
 	size_t		latcap;
 	int			failed;			/* out of memory */
+	const char *name;
 } replica;
 
 static volatile sig_atomic_t stopping = 0;
@@ -91,16 +99,16 @@ now_utc(void)
 
 /* FNV-1a over the sorted entities of one organization (all when org is NULL). */
 static uint64_t
-digest(replica *r, const char *org)
+digest(entities *m, const char *org)
 {
 	uint64_t	h = 1469598103934665603ULL;
 
-	qsort(r->items, r->n, sizeof(entity), compare_entities);
-	for (size_t i = 0; i < r->n; i++)
+	qsort(m->items, m->n, sizeof(entity), compare_entities);
+	for (size_t i = 0; i < m->n; i++)
 	{
-		const char *parts[3] = {r->items[i].org, r->items[i].id, r->items[i].data};
+		const char *parts[3] = {m->items[i].org, m->items[i].id, m->items[i].data};
 
-		if (org && strcmp(org, r->items[i].org) != 0)
+		if (org && strcmp(org, m->items[i].org) != 0)
 			continue;
 		for (int p = 0; p < 3; p++)
 			for (const unsigned char *s = (const unsigned char *) parts[p];; s++)
@@ -113,82 +121,189 @@ digest(replica *r, const char *org)
 	return h;
 }
 
-static int
-apply(eh_client *client, const eh_event *ev, void *arg)
+/* Reports what this replica now serves for org, for replica_status. */
+static void
+report_hash(eh_client *client, replica *r, const char *org)
 {
-	replica    *r = arg;
-	size_t		i;
 	char		hash[20];
 
+	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long) digest(&r->map, org));
+	eh_set_config_hash(client, org, hash);
+}
+
+static void
+free_entity(entity *e)
+{
+	free(e->org);
+	free(e->id);
+	free(e->data);
+}
+
+/* Sets org/id to data in m, adding it if missing; 0 when out of memory. */
+static int
+set_entity(entities *m, const char *org, const char *id, const char *data)
+{
+	size_t		i;
+	char	   *copy = strdup(data);
+
+	if (!copy)
+		return 0;
+	for (i = 0; i < m->n; i++)
+		if (strcmp(m->items[i].org, org) == 0 && strcmp(m->items[i].id, id) == 0)
+			break;
+	if (i < m->n)
+	{
+		free(m->items[i].data);
+		m->items[i].data = copy;
+		return 1;
+	}
+	if (m->n == m->cap)
+	{
+		size_t		ncap = m->cap ? m->cap * 2 : 64;
+		entity	   *n = realloc(m->items, ncap * sizeof(entity));
+
+		if (!n)
+		{
+			free(copy);
+			return 0;
+		}
+		m->items = n;
+		m->cap = ncap;
+	}
+	m->items[m->n].org = strdup(org);
+	m->items[m->n].id = strdup(id);
+	m->items[m->n].data = copy;
+	if (!m->items[m->n].org || !m->items[m->n].id)
+	{
+		free_entity(&m->items[m->n]);
+		return 0;
+	}
+	m->n++;
+	return 1;
+}
+
+/* Removes org/id from m, if there; or every entity of org when id is NULL. */
+static void
+remove_entities(entities *m, const char *org, const char *id)
+{
+	for (size_t i = 0; i < m->n;)
+	{
+		if (strcmp(m->items[i].org, org) == 0 && (!id || strcmp(m->items[i].id, id) == 0))
+		{
+			free_entity(&m->items[i]);
+			m->items[i] = m->items[--m->n];
+		}
+		else
+			i++;
+	}
+}
+
+/* Applies one event to the map and records its latency; 0 when out of memory. */
+static int
+apply_event(replica *r, const eh_event *ev)
+{
 	if (r->nlat == r->latcap)
 	{
 		size_t		ncap = r->latcap ? r->latcap * 2 : 1024;
 		double	   *n = realloc(r->lat_ms, ncap * sizeof(double));
 
 		if (!n)
-		{
-			r->failed = 1;
-			return 1;
-		}
+			return 0;
 		r->lat_ms = n;
 		r->latcap = ncap;
 	}
 	r->lat_ms[r->nlat++] = (now_utc() - parse_utc(ev->processed_timestamp)) * 1000.0;
 
-	for (i = 0; i < r->n; i++)
-		if (strcmp(r->items[i].org, ev->organization_id) == 0 && strcmp(r->items[i].id, ev->entity_id) == 0)
-			break;
 	if (strcmp(ev->action, "DELETE") == 0)
 	{
-		if (i < r->n)
-		{
-			free(r->items[i].org);
-			free(r->items[i].id);
-			free(r->items[i].data);
-			r->items[i] = r->items[--r->n];
-		}
+		remove_entities(&r->map, ev->organization_id, ev->entity_id);
+		return 1;
 	}
-	else if (i < r->n)
-	{
-		char	   *data = strdup(ev->event_data);
+	return set_entity(&r->map, ev->organization_id, ev->entity_id, ev->event_data);
+}
 
-		if (!data)
-		{
-			r->failed = 1;
-			return 1;
-		}
-		free(r->items[i].data);
-		r->items[i].data = data;
-	}
-	else
-	{
-		if (r->n == r->cap)
-		{
-			size_t		ncap = r->cap ? r->cap * 2 : 64;
-			entity	   *n = realloc(r->items, ncap * sizeof(entity));
+/* The event callback (without --snapshot). */
+static int
+apply(eh_client *client, const eh_event *ev, void *arg)
+{
+	replica    *r = arg;
 
-			if (!n)
-			{
-				r->failed = 1;
-				return 1;
-			}
-			r->items = n;
-			r->cap = ncap;
-		}
-		r->items[r->n].org = strdup(ev->organization_id);
-		r->items[r->n].id = strdup(ev->entity_id);
-		r->items[r->n].data = strdup(ev->event_data);
-		if (!r->items[r->n].org || !r->items[r->n].id || !r->items[r->n].data)
-		{
-			r->failed = 1;
-			return 1;
-		}
-		r->n++;
+	if (!apply_event(r, ev))
+	{
+		r->failed = 1;
+		return 1;
 	}
-	/* What this replica now serves for the organization, for replica_status. */
-	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long) digest(r, ev->organization_id));
-	eh_set_config_hash(client, ev->organization_id, hash);
+	report_hash(client, r, ev->organization_id);
 	return 0;
+}
+
+/* The transaction callback (--snapshot): a transaction's events at once. */
+static int
+apply_transaction(eh_client *client, const char *org, const eh_event *const *events, int n_events,
+				  int ends_transaction, void *arg)
+{
+	replica    *r = arg;
+
+	for (int i = 0; i < n_events; i++)
+		if (!apply_event(r, events[i]))
+		{
+			r->failed = 1;
+			return 1;
+		}
+	if (ends_transaction)
+		report_hash(client, r, org);
+	return 0;
+}
+
+/*
+ * The snapshot callback (--snapshot): the organization's entities are
+ * received aside and replace its part of the map at END, so that the map
+ * stays whole while a snapshot is read or aborted.
+ */
+static void
+snapshot(eh_client *client, const char *org, eh_snapshot_phase phase, int reason,
+		 const eh_entity *const *ents, int n_entities, int64_t head_revision, const char *head_version,
+		 void *arg)
+{
+	replica    *r = arg;
+
+	(void) head_version;
+	switch (phase)
+	{
+		case EH_SNAPSHOT_BEGIN:
+			remove_entities(&r->pending, org, NULL);
+			fprintf(stderr, "%s: %s: snapshot begin (reason %s) at %lld\n", r->name, org,
+					reason ? eh_resync_reason_name((eh_resync_reason) reason) : "initial",
+					(long long) head_revision);
+			break;
+		case EH_SNAPSHOT_ENTITIES:
+			for (int i = 0; i < n_entities; i++)
+				if (!set_entity(&r->pending, org, ents[i]->entity_id, ents[i]->event_data))
+					r->failed = 1;
+			break;
+		case EH_SNAPSHOT_END:
+			{
+				size_t		n = 0;
+
+				remove_entities(&r->map, org, NULL);
+				for (size_t i = 0; i < r->pending.n; i++)
+					if (strcmp(r->pending.items[i].org, org) == 0)
+					{
+						if (!set_entity(&r->map, org, r->pending.items[i].id, r->pending.items[i].data))
+							r->failed = 1;
+						n++;
+					}
+				remove_entities(&r->pending, org, NULL);
+				report_hash(client, r, org);
+				fprintf(stderr, "%s: %s: snapshot end at %lld: %zu entities\n", r->name, org,
+						(long long) head_revision, n);
+				break;
+			}
+		case EH_SNAPSHOT_ABORT:
+			remove_entities(&r->pending, org, NULL);
+			fprintf(stderr, "%s: %s: snapshot abort\n", r->name, org);
+			break;
+	}
 }
 
 static void
@@ -226,13 +341,18 @@ main(int argc, char **argv)
 	eh_client  *client;
 	struct sigaction sa;
 	FILE	   *map;
+	int			from_snapshot = argc > 1 && strcmp(argv[1], "--snapshot") == 0;
 
+	/* From here on, argv[1] is CONNINFO. */
+	argc -= from_snapshot;
+	argv += from_snapshot;
 	if (argc < 5)
 	{
-		fprintf(stderr, "usage: %s CONNINFO REPLICA_ID MAPFILE ORGANIZATION...\n", argv[0]);
+		fprintf(stderr, "usage: replica [--snapshot] CONNINFO REPLICA_ID MAPFILE ORGANIZATION...\n");
 		return 2;
 	}
 	memset(&r, 0, sizeof(r));
+	r.name = argv[2];
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
@@ -243,12 +363,17 @@ main(int argc, char **argv)
 		return 1;
 	eh_set_event_callback(client, apply, &r);
 	eh_set_resync_callback(client, resync, NULL);
+	if (from_snapshot)
+	{
+		eh_set_transaction_callback(client, apply_transaction, &r);
+		eh_set_snapshot_callback(client, snapshot, &r);
+	}
 	eh_set_log_callback(client, log_line, argv[2]);
 	eh_set_poll_interval(client, 1000);
 	eh_set_replica(client, argv[2], "{\"role\": \"demo\"}", EVENTHUB_VERSION);
 	eh_set_heartbeat_interval(client, 200);
 	for (int i = 4; i < argc; i++)
-		eh_subscribe(client, argv[i], 0);
+		eh_subscribe(client, argv[i], from_snapshot ? EH_FROM_SNAPSHOT : 0);
 	if (eh_connect(client) != EH_OK)
 	{
 		fprintf(stderr, "%s: %s\n", argv[2], eh_error_message(client));
@@ -267,9 +392,9 @@ main(int argc, char **argv)
 	map = fopen(argv[3], "w");
 	if (map)
 	{
-		qsort(r.items, r.n, sizeof(entity), compare_entities);
-		for (size_t i = 0; i < r.n; i++)
-			fprintf(map, "%s\t%s\t%s\n", r.items[i].org, r.items[i].id, r.items[i].data);
+		qsort(r.map.items, r.map.n, sizeof(entity), compare_entities);
+		for (size_t i = 0; i < r.map.n; i++)
+			fprintf(map, "%s\t%s\t%s\n", r.map.items[i].org, r.map.items[i].id, r.map.items[i].data);
 		fclose(map);
 	}
 	qsort(r.lat_ms, r.nlat, sizeof(double), compare_doubles);
@@ -277,21 +402,23 @@ main(int argc, char **argv)
 	for (int i = 4; i < argc; i++)
 		printf("%s\"%s\": %lld", i > 4 ? ", " : "", argv[i], (long long) eh_cursor(client, argv[i]));
 	printf("}, \"events\": %llu, \"p50_ms\": %.2f, \"p99_ms\": %.2f, \"max_ms\": %.2f,"
-		   " \"reconnects\": %llu, \"resyncs\": %llu, \"digest\": \"%016llx\"}\n",
+		   " \"reconnects\": %llu, \"resyncs\": %llu, \"digest\": \"%016llx\","
+		   " \"snapshots\": %llu, \"snapshot_entities\": %llu}\n",
 		   (unsigned long long) eh_stat(client, EH_STAT_EVENTS_DELIVERED), percentile(r.lat_ms, r.nlat, 0.50),
 		   percentile(r.lat_ms, r.nlat, 0.99), r.nlat ? r.lat_ms[r.nlat - 1] : 0.0,
 		   (unsigned long long) eh_stat(client, EH_STAT_RECONNECTS),
 		   (unsigned long long) eh_stat(client, EH_STAT_RESYNCS),
-		   (unsigned long long) digest(&r, NULL));
+		   (unsigned long long) digest(&r.map, NULL),
+		   (unsigned long long) eh_stat(client, EH_STAT_SNAPSHOTS),
+		   (unsigned long long) eh_stat(client, EH_STAT_SNAPSHOT_ENTITIES));
 
 	eh_client_free(client);
-	for (size_t i = 0; i < r.n; i++)
-	{
-		free(r.items[i].org);
-		free(r.items[i].id);
-		free(r.items[i].data);
-	}
-	free(r.items);
+	for (size_t i = 0; i < r.map.n; i++)
+		free_entity(&r.map.items[i]);
+	for (size_t i = 0; i < r.pending.n; i++)
+		free_entity(&r.pending.items[i]);
+	free(r.map.items);
+	free(r.pending.items);
 	free(r.lat_ms);
 	return r.failed ? 1 : 0;
 }

@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -296,4 +297,17 @@ EventhubPinSettings(void)
 
 	for (size_t i = 0; i < lengthof(pinned); i++)
 		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * The stored size of a column's value, as pg_column_size() gives it: a
+ * value kept out of line counts its stored bytes, not its pointer's.
+ */
+int64
+EventhubStoredSize(TupleTableSlot *slot, int col)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, col, &isnull);
+
+	return isnull ? 0 : (int64) toast_datum_size(d);
 }

@@ -46,7 +46,7 @@ int			eventhub_cleanup_batch_delay = -1;
 int			eventhub_replica_ttl = 300;
 bool		eventhub_retain_until_applied = true;
 int			eventhub_max_retention = 86400;
-bool		eventhub_compaction = false;
+bool		eventhub_compaction = true;
 bool		eventhub_protect_tables = true;
 int			eventhub_stalled_client_timeout = 30000;
 
@@ -142,9 +142,9 @@ DefineSettings(void)
 
 	DefineCustomBoolVariable("eventhub.compaction",
 							 "Sets whether retention keeps each entity's latest event.",
-							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0.",
+							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0, and an organization that loses an entity's latest event is marked incomplete (its snapshots raise ZE004).",
 							 &eventhub_compaction,
-							 false,
+							 true,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

@@ -7,6 +7,8 @@
 
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "storage/itemptr.h"
 #include "utils/snapshot.h"
 #include "utils/uuid.h"
 
@@ -67,8 +69,14 @@ typedef struct EventhubPlan
 
 extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
 extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
-/* issue 18 (H1): common.c, for snapshot.c */
 extern SPIPlanPtr EventhubKeptFastPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
+
+/*
+ * What a row costs a page's or a batch's max_bytes: the stored size of its
+ * variable-length values plus this (snapshot_entities, transactions_since).
+ */
+#define EVENTHUB_ROW_OVERHEAD_BYTES 160
+extern int64 EventhubStoredSize(TupleTableSlot *slot, int col);
 
 /*
  * guard.c: only eventhub's own functions write its tables, through
@@ -113,11 +121,15 @@ typedef struct EventhubRetention
 	TimestampTz expired_before;	/* eventhub.retention */
 	TimestampTz forced_before;	/* eventhub.max_retention, or +infinity */
 	TimestampTz live_since;		/* heartbeats after this are live replicas */
-	TimestampTz resume_from;	/* where the cycle's next batch starts */
+	TimestampTz resume_from;	/* where the pass's next batch starts: after */
+	ItemPointerData resume_tid; /* (resume_from, resume_tid) */
 } EventhubRetention;
 
+/* A retention batch looks at no more than this many times its size of events. */
+#define EVENTHUB_SCAN_FACTOR 10
+
 extern void EventhubRetentionNow(EventhubRetention *r);
-extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size);
+extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more);
 extern int64 EventhubRemoveStaleReplicas(void);
 
 /* worker.c */

@@ -399,9 +399,6 @@ events_since(PG_FUNCTION_ARGS)
 #define TCOL_HEAD_REVISION 13
 #define TCOL_COUNT 13
 
-/* What a row costs a batch's max_bytes, besides its variable-length values. */
-#define ROW_OVERHEAD_BYTES 160
-
 typedef struct TransactionsReceiver
 {
 	DestReceiver pub;
@@ -420,16 +417,6 @@ typedef struct TransactionsReceiver
 	bool		full;			/* the next row only tells where the last one stands */
 	uint64		returned;		/* rows in result */
 } TransactionsReceiver;
-
-/* The stored size of a column's value. */
-static int64
-StoredSize(TupleTableSlot *slot, int col)
-{
-	bool		isnull;
-	Datum		d = slot_getattr(slot, col, &isnull);
-
-	return isnull ? 0 : VARSIZE_ANY(DatumGetPointer(d));
-}
 
 /* Puts the last row taken into store, with its transaction_end. */
 static void
@@ -498,8 +485,8 @@ TransactionsReceive(TupleTableSlot *slot, DestReceiver *self)
 	r->have_last = true;
 	r->expected++;
 	r->taken++;
-	r->bytes += StoredSize(slot, TCOL_EVENT_TYPE) + StoredSize(slot, TCOL_ENTITY_ID) +
-		StoredSize(slot, TCOL_CORRELATION_ID) + StoredSize(slot, TCOL_EVENT_DATA) + ROW_OVERHEAD_BYTES;
+	r->bytes += EventhubStoredSize(slot, TCOL_EVENT_TYPE) + EventhubStoredSize(slot, TCOL_ENTITY_ID) +
+		EventhubStoredSize(slot, TCOL_CORRELATION_ID) + EventhubStoredSize(slot, TCOL_EVENT_DATA) + EVENTHUB_ROW_OVERHEAD_BYTES;
 	if (r->taken >= r->max_events || (r->max_bytes > 0 && r->bytes >= r->max_bytes))
 		r->full = true;
 	return true;
@@ -598,7 +585,7 @@ transactions_since(PG_FUNCTION_ARGS)
 		PlaceLast(&receiver, receiver.expected - 1 == req.head);
 	if (!receiver.full && receiver.expected <= req.head)
 		RaiseRemoved(&req, receiver.expected);
-	/* A transaction alone over the limits: its first part. */
+	/* A transaction alone over the limits: as much of it as they allow. */
 	if (receiver.returned == 0)
 		MoveOpen(&receiver);
 

@@ -8,8 +8,7 @@
  * missed into the resync error.  Deletes lock only the event rows they
  * remove, which no publisher ever locks, so publishers do not wait on them.
  *
- * Compaction (eventhub.compaction; off by default until the TAP tests that
- * expect every expired event to go run with it off): every deleter adds
+ * Compaction (eventhub.compaction, on by default): every deleter adds
  * REMOVABLE_SQL to its own condition, so that it never removes the latest
  * event of a live entity (an entity is its organization's (event_type,
  * entity_id)), however old.  Superseded events go, and so does a tombstone
@@ -20,12 +19,15 @@
  * organization's complete_after (declare_full_state) are not part of any
  * snapshot and go too.
  *
- * With compaction off every expired event goes, as before 0.4.0.  Not done
- * yet (issue 18, design 1.3): marking an organization that lost an entity's
- * latest event incomplete (complete_after NULL).  Doing it in the deleting
- * statement made retention wait for the organization's publishers (the
- * UPDATE of organization_states waits on their row lock), which
- * maintenance_concurrency.spec and publish_cleanup.spec forbid.
+ * With compaction off every expired event goes, as before 0.4.0, but never
+ * silently: a deleter that removes an event that loses an entity (LOST_SQL)
+ * marks its organization incomplete (complete_after NULL, and snapshots
+ * raise ZE004) in the same statement, and commits both or neither.  The
+ * marking never waits: it takes the organization's row with SKIP LOCKED,
+ * and an organization whose row a publisher holds keeps its lost events
+ * until a later batch.  It writes each organization's row once, when it
+ * goes from complete to incomplete; nothing else in retention writes
+ * organization_states.
  *
  * The background worker runs these queries as a superuser, so like
  * publish_event's they name everything with its schema, operators included:
@@ -38,6 +40,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -57,6 +60,9 @@
 #define OLDER_EXISTS \
 	"EXISTS (SELECT FROM eventhub.events o WHERE" SAME_ENTITY("o") \
 	" AND o.revision OPERATOR(pg_catalog.<) e.revision)"
+#define COMPLETE_AFTER \
+	"(SELECT s.complete_after FROM eventhub.organization_states s" \
+	" WHERE s.organization_id OPERATOR(pg_catalog.=) e.organization_id)"
 
 /*
  * removable(e), with compaction on: e is superseded, or a tombstone with
@@ -66,16 +72,63 @@
 #define REMOVABLE_SQL \
 	" AND (" NEWER_EXISTS \
 	" OR (e.action OPERATOR(pg_catalog.=) 'DELETE' AND NOT " OLDER_EXISTS ")" \
-	" OR e.revision OPERATOR(pg_catalog.<=) COALESCE((SELECT s.complete_after" \
-	" FROM eventhub.organization_states s" \
-	" WHERE s.organization_id OPERATOR(pg_catalog.=) e.organization_id), 0))"
+	" OR e.revision OPERATOR(pg_catalog.<=) COALESCE(" COMPLETE_AFTER ", 0))"
 
 /*
- * Wraps a deleter (DELETE FROM eventhub.events e ...): the number of events
- * it deleted and the newest processed_timestamp among them.
+ * lost(e), with compaction off: removing e loses an entity of a complete
+ * organization, so the organization must be marked incomplete first.  e is
+ * its entity's latest event and not a tombstone, or a tombstone with older
+ * events of its entity (which it may outlive; the statement cannot tell),
+ * and above the organization's complete_after.  An organization already
+ * marked (complete_after NULL) loses nothing more.
  */
-#define COUNT_GONE(delete_sql) \
-	"WITH gone AS (" delete_sql " RETURNING e.processed_timestamp)" \
+#define LOST_SQL \
+	"(NOT " NEWER_EXISTS \
+	" AND (e.action OPERATOR(pg_catalog.<>) 'DELETE' OR " OLDER_EXISTS ")" \
+	" AND e.revision OPERATOR(pg_catalog.>) COALESCE(" COMPLETE_AFTER ", 9223372036854775807))"
+
+/*
+ * A data-modifying CTE, with compaction off: marks incomplete (complete_after
+ * NULL) the organizations orgs_sql returns that are still complete, and
+ * returns those it marked.  It locks their rows with SKIP LOCKED first, so
+ * it never waits for a publisher (who holds its organization's row until
+ * it commits); it then updates only rows it holds.  A deleter removes an
+ * organization's lost events only when the organization is marked here or
+ * was already: an organization it could not lock keeps them until a later
+ * batch, cycle or call.  The marking commits with the deletes, or neither
+ * does.  An organization already incomplete in the statement's snapshot
+ * is not locked (so that its publishers never wait for retention again);
+ * a declare_full_state() of it that commits while the statement runs can
+ * therefore be followed by the removal of a latest event above the
+ * declared revision.  Such an event has outlived eventhub.retention, while
+ * the recipe publishes the full state just before declaring it, so only a
+ * retention shorter than that recipe meets this; the next removal of a
+ * latest event marks the organization again.
+ */
+#define MARK_INCOMPLETE(orgs_sql) \
+	"UPDATE eventhub.organization_states st SET complete_after = NULL" \
+	" WHERE st.organization_id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT lk.organization_id FROM eventhub.organization_states lk" \
+	"  WHERE lk.organization_id IN (" orgs_sql ") AND lk.complete_after IS NOT NULL" \
+	"  FOR NO KEY UPDATE OF lk SKIP LOCKED))" \
+	" RETURNING st.organization_id"
+
+/*
+ * Wraps a deleter's condition on e (the events it would delete, before
+ * compaction): a statement that deletes them with compaction on (KEEP) or
+ * off (ALL) and returns the number of events it deleted and the newest
+ * processed_timestamp among them.
+ */
+#define COUNT_GONE_KEEP(cond) \
+	"WITH gone AS (DELETE FROM eventhub.events e WHERE " cond REMOVABLE_SQL \
+	" RETURNING e.processed_timestamp)" \
+	" SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone"
+#define COUNT_GONE_ALL(cond) \
+	"WITH marked AS (" MARK_INCOMPLETE("SELECT e.organization_id FROM eventhub.events e" \
+									   " WHERE " cond " AND " LOST_SQL) ")," \
+	" gone AS (DELETE FROM eventhub.events e WHERE " cond \
+	" AND (NOT " LOST_SQL " OR e.organization_id IN (SELECT m.organization_id FROM marked m))" \
+	" RETURNING e.processed_timestamp)" \
 	" SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone"
 
 PG_FUNCTION_INFO_V1(run_maintenance);
@@ -83,14 +136,40 @@ PG_FUNCTION_INFO_V1(cleanup_events_before);
 PG_FUNCTION_INFO_V1(cleanup_events_range);
 PG_FUNCTION_INFO_V1(cleanup_events_before_revision);
 
+/* Counts the passes begun (EventhubRetentionNow) in this backend. */
+static uint64 retention_passes = 0;
+
+/*
+ * Drops a kept plan, so that its next use prepares it again.
+ *
+ * Retention's statements probe events once per row they look at, and a
+ * plan made while events was small (a sequential scan per probe) costs
+ * minutes once a backlog has been loaded: PostgreSQL replans only when
+ * statistics change, which an autovacuum ANALYZE may do much later.  So
+ * each retention pass, and each cleanup_events call, plans afresh: a
+ * fresh plan sees the table's current size.  Planning costs milliseconds;
+ * a batch costs far more.
+ */
+static void
+ForgetPlan(EventhubPlan *cache)
+{
+	if (cache->plan != NULL)
+	{
+		SPI_freeplan(cache->plan);
+		cache->plan = NULL;
+	}
+}
+
 /*
  * Fills *r with the instants that decide, as of now, which events retention
- * deletes.
+ * deletes, and starts a pass from the oldest event.
  */
 void
 EventhubRetentionNow(EventhubRetention *r)
 {
 	TimestampTz now = GetCurrentTimestamp();
+
+	retention_passes++;
 
 	r->expired_before = now - (int64) eventhub_retention * USECS_PER_SEC;
 	if (eventhub_retain_until_applied)
@@ -99,65 +178,152 @@ EventhubRetentionNow(EventhubRetention *r)
 		TIMESTAMP_NOEND(r->forced_before);
 	r->live_since = now - (int64) eventhub_replica_ttl * USECS_PER_SEC;
 	TIMESTAMP_NOBEGIN(r->resume_from);
+	ItemPointerSet(&r->resume_tid, 0, 0);
 }
 
 /*
- * Deletes at most batch_size expired events, oldest first, and returns how
- * many it deleted.  An expired event stays while a live replica that
- * follows its organization has not applied it, or has applied it last (so
- * that the replica can still check, after a failover, that the event at its
- * cursor has the version it applied), unless it is older than
- * eventhub.max_retention.  Each batch starts where the previous one of the
- * same cycle ended (r->resume_from), so that it does not walk again over the
- * index entries of the rows already deleted, which vacuum has not removed
- * yet: every batch costs the same, however large the backlog.  The caller
- * has connected to SPI and set up a transaction.  Rows another deleter holds
- * are skipped, not waited for.
+ * One batch of a retention pass, in the caller's transaction: walks the
+ * events processed before the retention limit in (processed_timestamp,
+ * ctid) order from where the previous batch of the pass stopped
+ * (r->resume_from, r->resume_tid), looking at no more than
+ * EVENTHUB_SCAN_FACTOR * batch_size of them, and deletes the first
+ * batch_size it may.  Returns how many it deleted, and sets *more when the
+ * pass has more to look at.
+ *
+ * An expired event stays while a live replica that follows its organization
+ * has not applied it, or has applied it last (so that the replica can
+ * still check, after a failover, that the event at its cursor has the
+ * version it applied), unless it is older than eventhub.max_retention; with
+ * compaction on, each live entity's latest event stays too (REMOVABLE_SQL);
+ * with it off, an entity's latest event goes only with its organization
+ * marked incomplete (MARK_INCOMPLETE).  Rows another deleter holds are
+ * skipped, not waited for.
+ *
+ * The walk is bounded: with compaction on the oldest events are the kept
+ * ones, and an unbounded batch would walk all of them in one statement
+ * before finding something to delete.  Each batch resumes after the last
+ * row it looked at (the last one it picked when it picked batch_size, else
+ * the last of its bounded walk), so that no batch walks again over kept
+ * rows or over the index entries of rows already deleted, which vacuum has
+ * not removed yet: every batch costs about the same, however large the
+ * backlog or the kept set.  The ctid breaks ties on processed_timestamp (a
+ * large transaction's events share it), so a pass always moves on.  The
+ * caller has connected to SPI and set up a transaction.
  */
 int64
-EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size)
+EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 {
 	static EventhubPlan keep_plan;
 	static EventhubPlan all_plan;
-	Oid			argtypes[5] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[5];
+	static uint64 planned_for = 0;	/* the pass keep_plan and all_plan are for */
+	Oid			argtypes[7] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, TIDOID, INT8OID};
+	Datum		values[7];
+	int64		scan_limit = (int64) batch_size * EVENTHUB_SCAN_FACTOR;
 	int64		deleted;
+	int64		picked;
+	HeapTuple	tuple;
+	TupleDesc	desc;
 	bool		isnull;
 	int			ret;
 
-#define EXPIRED_BATCH(removable) \
-	"DELETE FROM eventhub.events e WHERE e.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT e.ctid FROM eventhub.events e" \
-	"  WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5" \
-	"  AND e.processed_timestamp OPERATOR(pg_catalog.<) $1" \
-	"  AND (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS (" \
-	"   SELECT FROM eventhub.replica_progress p" \
-	"   JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id" \
-	"   WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id" \
-	"   AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision" \
-	"   AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))" \
-	removable \
-	"  ORDER BY e.processed_timestamp LIMIT $2" \
-	"  FOR UPDATE OF e SKIP LOCKED))"
+	/*
+	 * walk: the next $7 events in order, with only what the conditions read
+	 * (e, so that they apply to it as to a row of events).  picked: the
+	 * first $2 of them that may go, with, when compaction is off, whether
+	 * removing each loses an entity; the conditions run on a row only when
+	 * the walk gets to it (the subquery with its LIMIT is not flattened),
+	 * so a batch whose first rows may all go looks at no more than it
+	 * deletes.  marked (compaction off): the organizations marked
+	 * incomplete.  gone: the rows deleted, locked with SKIP LOCKED.  ends:
+	 * the walk's length and last row, read (a second, cheap walk without
+	 * the conditions, in the same snapshot) only when fewer than $2 were
+	 * picked.
+	 */
+#define WALK_FROM(columns) \
+	"SELECT " columns " FROM eventhub.events e" \
+	" WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5" \
+	" AND e.processed_timestamp OPERATOR(pg_catalog.<) $1" \
+	" AND ROW(e.processed_timestamp, e.ctid) OPERATOR(pg_catalog.>) ROW($5, $6)" \
+	" ORDER BY e.processed_timestamp, e.ctid LIMIT $7"
+#define PICKED(removable, lost) \
+	"WITH picked AS MATERIALIZED (" \
+	" SELECT e.tid, e.processed_timestamp AS ts, e.organization_id AS org, " lost " AS lost" \
+	" FROM (" WALK_FROM("e.ctid AS tid, e.processed_timestamp, e.organization_id, e.event_type," \
+						" e.entity_id, e.revision, e.action") ") e" \
+	" WHERE (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS (" \
+	"  SELECT FROM eventhub.replica_progress p" \
+	"  JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id" \
+	"  WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id" \
+	"  AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision" \
+	"  AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))" removable \
+	" LIMIT $2)," \
+	" ends AS MATERIALIZED (" \
+	" SELECT w.ts, w.tid, pg_catalog.count(*) OVER () AS n" \
+	" FROM (" WALK_FROM("e.processed_timestamp AS ts, e.ctid AS tid") ") w" \
+	" ORDER BY w.ts DESC, w.tid DESC LIMIT 1)"
+#define GONE(allowed) \
+	" gone AS (DELETE FROM eventhub.events e WHERE e.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT l.ctid FROM eventhub.events l WHERE l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"   SELECT c.tid FROM picked c WHERE true" allowed "))" \
+	"  FOR UPDATE OF l SKIP LOCKED))" \
+	" RETURNING e.ctid)" \
+	" SELECT (SELECT pg_catalog.count(*) FROM gone), k.n, l.ts, l.tid," \
+	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.n FROM ends x) END," \
+	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.ts FROM ends x) END," \
+	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.tid FROM ends x) END" \
+	" FROM (SELECT pg_catalog.count(*) AS n FROM picked) k" \
+	" LEFT JOIN (SELECT c.ts, c.tid FROM picked c ORDER BY c.ts DESC, c.tid DESC LIMIT 1) l ON true"
 
+	if (planned_for != retention_passes)
+	{
+		ForgetPlan(&keep_plan);
+		ForgetPlan(&all_plan);
+		planned_for = retention_passes;
+	}
 	values[0] = TimestampTzGetDatum(r->expired_before);
 	values[1] = Int32GetDatum(batch_size);
 	values[2] = TimestampTzGetDatum(r->forced_before);
 	values[3] = TimestampTzGetDatum(r->live_since);
 	values[4] = TimestampTzGetDatum(r->resume_from);
+	values[5] = PointerGetDatum(&r->resume_tid);
+	values[6] = Int64GetDatum(scan_limit);
 	if (eventhub_compaction)
-		ret = EventhubExecuteAsOwner(&keep_plan, COUNT_GONE(EXPIRED_BATCH(REMOVABLE_SQL)),
-									 5, argtypes, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(&keep_plan, PICKED(REMOVABLE_SQL, "false") "," GONE(""),
+									 7, argtypes, values, NULL, 0);
 	else
-		ret = EventhubExecuteAsOwner(&all_plan, COUNT_GONE(EXPIRED_BATCH("")),
-									 5, argtypes, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(&all_plan,
+									 PICKED("", LOST_SQL) ","
+									 " marked AS (" MARK_INCOMPLETE("SELECT c.org FROM picked c WHERE c.lost") "),"
+									 GONE(" AND (NOT c.lost OR c.org IN (SELECT m.organization_id FROM marked m))"),
+									 7, argtypes, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
-	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (deleted > 0)
-		r->resume_from = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-														   SPI_tuptable->tupdesc, 2, &isnull));
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	deleted = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+	picked = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+	if (picked >= batch_size)
+	{
+		/* The walk stopped at the last row picked: the rest comes next. */
+		r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 4, &isnull));
+		*more = true;
+	}
+	else
+	{
+		int64		walked = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &isnull));
+
+		if (isnull)
+			walked = 0;			/* nothing left in the walk */
+		else
+		{
+			r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+			r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 7, &isnull));
+		}
+		*more = walked >= scan_limit;
+	}
 	return deleted;
 }
 
@@ -199,7 +365,7 @@ run_maintenance(PG_FUNCTION_ARGS)
 	EventhubRetention r;
 	int			batch_size = eventhub_cleanup_batch_size;
 	int64		total = 0;
-	int64		deleted;
+	bool		more;
 
 	EventhubRequireCurrentSchema();
 	EventhubRetentionNow(&r);
@@ -210,9 +376,8 @@ run_maintenance(PG_FUNCTION_ARGS)
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		deleted = EventhubDeleteExpiredBatch(&r, batch_size);
-		total += deleted;
-	} while (deleted == batch_size);
+		total += EventhubDeleteExpiredBatch(&r, batch_size, &more);
+	} while (more);
 	SPI_finish();
 
 	PG_RETURN_INT64(total);
@@ -220,8 +385,8 @@ run_maintenance(PG_FUNCTION_ARGS)
 
 /*
  * Runs one of a cleanup_events' two deletes on eventhub.events, keep_sql
- * with compaction on and all_sql with it off, and returns the number of
- * rows deleted.
+ * with compaction on and all_sql with it off, planned afresh (ForgetPlan),
+ * and returns the number of rows deleted.
  */
 static int64
 DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
@@ -234,6 +399,8 @@ DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
+	ForgetPlan(keep_cache);
+	ForgetPlan(all_cache);
 	if (eventhub_compaction)
 		ret = EventhubExecuteAsOwner(keep_cache, keep_sql, nargs, argtypes, values, NULL, 0);
 	else
@@ -265,10 +432,10 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("older_than must not be null")));
 	values[0] = PG_GETARG_DATUM(0);
-#define BEFORE_DELETE \
-	"DELETE FROM eventhub.events e WHERE e.processed_timestamp OPERATOR(pg_catalog.<) $1"
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE(BEFORE_DELETE REMOVABLE_SQL),
-								 &all_plan, COUNT_GONE(BEFORE_DELETE),
+#define BEFORE_COND \
+	"e.processed_timestamp OPERATOR(pg_catalog.<) $1"
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE_KEEP(BEFORE_COND),
+								 &all_plan, COUNT_GONE_ALL(BEFORE_COND),
 								 1, argtypes, values));
 }
 
@@ -306,12 +473,12 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
 	values[2] = PG_GETARG_DATUM(2);
-#define RANGE_DELETE \
-	"DELETE FROM eventhub.events e WHERE e.organization_id OPERATOR(pg_catalog.=) $1" \
+#define RANGE_COND \
+	"e.organization_id OPERATOR(pg_catalog.=) $1" \
 	" AND e.processed_timestamp OPERATOR(pg_catalog.>=) $2" \
 	" AND e.processed_timestamp OPERATOR(pg_catalog.<) $3"
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE(RANGE_DELETE REMOVABLE_SQL),
-								 &all_plan, COUNT_GONE(RANGE_DELETE),
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE_KEEP(RANGE_COND),
+								 &all_plan, COUNT_GONE_ALL(RANGE_COND),
 								 3, argtypes, values));
 }
 
@@ -342,10 +509,10 @@ cleanup_events_before_revision(PG_FUNCTION_ARGS)
 				 errhint("Revisions start at 1: before_revision 1 deletes nothing, the head revision plus one deletes every kept event.")));
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-#define REVISION_DELETE \
-	"DELETE FROM eventhub.events e WHERE e.organization_id OPERATOR(pg_catalog.=) $1" \
+#define REVISION_COND \
+	"e.organization_id OPERATOR(pg_catalog.=) $1" \
 	" AND e.revision OPERATOR(pg_catalog.<) $2"
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE(REVISION_DELETE REMOVABLE_SQL),
-								 &all_plan, COUNT_GONE(REVISION_DELETE),
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE_KEEP(REVISION_COND),
+								 &all_plan, COUNT_GONE_ALL(REVISION_COND),
 								 2, argtypes, values));
 }

@@ -1,6 +1,7 @@
 /*
  * snapshot.c
- *	  Snapshots of an organization's entities: eventhub.declare_full_state().
+ *	  Snapshots of an organization's entities: snapshot_head(),
+ *	  snapshot_entities() and declare_full_state().
  *
  * organization_states.complete_after promises that every entity's latest
  * event above that revision is kept, so that the latest events are the
@@ -10,10 +11,10 @@
  * full state of every live entity, then declare_full_state(org, H).
  *
  * A consumer reads a snapshot in one REPEATABLE READ transaction:
- * snapshot_head(), then the pages of snapshot_entities() (still to come,
- * issue 18), then events_since() from that head.  snapshot_head runs as the
- * caller, with the caller's privileges and row-level security, like
- * events_since.
+ * snapshot_head(), then the pages of snapshot_entities(), then
+ * transactions_since() or events_since() from that head.  Both read
+ * functions run as the caller, with the caller's privileges and row-level
+ * security, like events_since.
  */
 #include "postgres.h"
 
@@ -41,9 +42,6 @@ PG_FUNCTION_INFO_V1(snapshot_entities);
 #define SCOL_ENTITY_ID 2
 #define SCOL_ACTION 5
 #define SCOL_EVENT_DATA 6
-
-/* What a row costs a page's max_bytes, besides its variable-length values. */
-#define ROW_OVERHEAD_BYTES 160
 
 /* Raises ZE004: the organization's latest events are not its full state. */
 static void
@@ -218,16 +216,6 @@ SameText(TupleTableSlot *a, TupleTableSlot *b, int col)
 		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
 
-/* The stored size of a column's value. */
-static int64
-StoredSize(TupleTableSlot *slot, int col)
-{
-	bool		isnull;
-	Datum		d = slot_getattr(slot, col, &isnull);
-
-	return isnull ? 0 : VARSIZE_ANY(DatumGetPointer(d));
-}
-
 /* Puts the held row into the page unless it is a tombstone. */
 static void
 EmitHeld(EntitiesReceiver *r)
@@ -241,8 +229,8 @@ EmitHeld(EntitiesReceiver *r)
 		return;
 	tuplestore_puttupleslot(r->store, r->held);
 	r->entities++;
-	r->bytes += StoredSize(r->held, SCOL_EVENT_TYPE) + StoredSize(r->held, SCOL_ENTITY_ID) +
-		StoredSize(r->held, SCOL_EVENT_DATA) + ROW_OVERHEAD_BYTES;
+	r->bytes += EventhubStoredSize(r->held, SCOL_EVENT_TYPE) + EventhubStoredSize(r->held, SCOL_ENTITY_ID) +
+		EventhubStoredSize(r->held, SCOL_EVENT_DATA) + EVENTHUB_ROW_OVERHEAD_BYTES;
 	if (r->entities >= r->max_entities || (r->max_bytes > 0 && r->bytes >= r->max_bytes))
 		r->full = true;
 }

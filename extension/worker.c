@@ -220,17 +220,18 @@ CleanupStep(void)
 	TimestampTz started = GetCurrentTimestamp();
 	TimestampTz now;
 	int64		deleted;
+	bool		more;
 	long		delay_ms;
 
 	BeginWork("eventhub: deleting expired events");
-	deleted = EventhubDeleteExpiredBatch(&cleanup.r, batch_size);
+	deleted = EventhubDeleteExpiredBatch(&cleanup.r, batch_size, &more);
 	EndWork();
 	now = GetCurrentTimestamp();
 	cleanup.deleted += deleted;
 	cleanup.batches++;
 	cleanup.busy_us += now - started;
 
-	if (deleted < batch_size)
+	if (!more)
 	{
 		long		elapsed_ms = (now - cleanup.started) / 1000;
 
@@ -405,9 +406,11 @@ eventhub_worker_main(Datum main_arg)
 			if (cleanup.active)
 			{
 				TimestampTz resume_from = cleanup.r.resume_from;
+				ItemPointerData resume_tid = cleanup.r.resume_tid;
 
 				EventhubRetentionNow(&cleanup.r);
 				cleanup.r.resume_from = resume_from;
+				cleanup.r.resume_tid = resume_tid;
 				cleanup.next_batch = 0;
 			}
 		}

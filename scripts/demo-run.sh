@@ -2,10 +2,14 @@
 # The demo: three replicas of a gateway controller follow four organizations
 # through eventhub while bursts of creates, updates and deletes are published, each
 # together with a write to an application table (a transactional outbox),
-# one replica's connection is killed and the server restarts.  It
-# ends with what each replica applied, its publish-to-apply latency and
-# whether its entity map equals the others' and the application table.
-# Exits 0 only when every replica converged.
+# one replica's connection is killed and the server restarts.  Then
+# retention removes the early history (compaction keeps each entity's
+# latest event) and a fourth replica joins late, from a snapshot; replica-2
+# (which runs with --snapshot) is stopped while events it has not seen are
+# removed, and resyncs from a snapshot, never reading the application
+# table.  It ends with what each replica applied, its publish-to-apply
+# latency and whether its entity map equals the others' and the application
+# table.  Exits 0 only when every replica converged.
 #
 #   demo-run.sh WORK   (WORK holds scripts/, regress/, client/ and demo/, built)
 set -euo pipefail
@@ -15,6 +19,7 @@ source scripts/cluster.sh
 
 orgs=(acme globex initech umbrella)
 replicas=(replica-1 replica-2 replica-3)
+declare -A replica_pid=()
 pids=()
 declare -A exists=()	# entities the bursts have created and not deleted
 
@@ -80,12 +85,29 @@ sql -c "CREATE EXTENSION eventhub" \
 	-c "CREATE TABLE apis (org text, id text, spec jsonb NOT NULL, PRIMARY KEY (org, id))"
 value "SELECT 'worker: ' || backend_type FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance'"
 
-step "three replicas start, each following ${orgs[*]}"
-for r in "${replicas[@]}"; do
-	demo/replica "host=$PGHOST port=$PGPORT dbname=postgres user=postgres application_name=$r" \
+# start_replica NAME [--snapshot]: a replica following every organization.
+start_replica() {
+	local r=$1
+	shift
+	demo/replica "$@" "host=$PGHOST port=$PGPORT dbname=postgres user=postgres application_name=$r" \
 		"$r" "$work/$r.map" "${orgs[@]}" >"$work/$r.json" 2>"$work/$r.log" &
 	pids+=($!)
-done
+	replica_pid[$r]=$!
+}
+
+# converge: waits until every replica has applied every organization's head
+# and every replica's configuration hash (reported with its heartbeats)
+# equals the others'; 1 after WAIT_LIMIT seconds.
+converge() {
+	wait_for "SELECT count(*) = ${#replicas[@]} * ${#orgs[@]}
+	                 AND bool_and(lag_revisions = 0 AND state = 'live' AND hash_agrees)
+	          FROM eventhub.replica_status"
+}
+
+step "three replicas start, each following ${orgs[*]} (replica-2 from a snapshot, --snapshot)"
+start_replica replica-1
+start_replica replica-2 --snapshot
+start_replica replica-3
 wait_for "SELECT count(*) = ${#replicas[@]} FROM eventhub.replicas" ||
 	{ echo "demo: replicas did not register within $WAIT_LIMIT s" >&2; cat "$work"/replica-*.log >&2; exit 1; }
 value "SELECT string_agg(replica_id, ', ' ORDER BY replica_id) || ' registered' FROM eventhub.replicas"
@@ -103,13 +125,40 @@ step "the server restarts in the middle of it all, then burst 3"
 burst 3 120
 
 step "waiting until every replica has applied every organization's head"
-# Converged: every replica at every head, and every replica's configuration
-# hash (reported with its heartbeats) equal to the others'.
-if ! wait_for "SELECT count(*) = ${#replicas[@]} * ${#orgs[@]}
-                      AND bool_and(lag_revisions = 0 AND state = 'live' AND hash_agrees)
-               FROM eventhub.replica_status"; then
-	echo "demo: the replicas did not converge within $WAIT_LIMIT s" >&2
-fi
+converge || echo "demo: the replicas did not converge within $WAIT_LIMIT s" >&2
+
+step "retention removes the early history: eventhub.retention = 1s, eventhub.compaction = on, run_maintenance()"
+sql -c "ALTER SYSTEM SET eventhub.retention = '1s'" -c "ALTER SYSTEM SET eventhub.compaction = on" \
+	-c "SELECT pg_reload_conf()" >/dev/null
+wait_for "SELECT current_setting('eventhub.retention') = '1s' AND current_setting('eventhub.compaction') = 'on'" ||
+	{ echo "demo: the settings were not reloaded" >&2; exit 1; }
+# Every event is older than a second once the newest is.
+wait_for "SELECT max(processed_timestamp) < clock_timestamp() - interval '1 second' FROM eventhub.events"
+# (The worker may run a cycle first: count what is gone, not what this call
+# removed.)
+value "SELECT eventhub.run_maintenance()" >/dev/null
+kept=$(value "SELECT count(*) FROM eventhub.events")
+published=$(value "SELECT sum(revision) FROM eventhub.organization_states")
+removed=$((published - kept))
+echo "retention removed $removed of $published events; kept $kept, each live entity's latest"
+[ "$removed" -gt 0 ] || { echo "demo: retention removed nothing" >&2; exit 1; }
+# The worker keeps the history from here on: replicas that fall behind
+# resync only where this demo makes them.
+sql -c "ALTER SYSTEM RESET eventhub.retention" -c "SELECT pg_reload_conf()" >/dev/null
+
+step "replica-4 joins late: its history from revision 1 is gone, it starts from a snapshot"
+replicas+=(replica-4)
+start_replica replica-4 --snapshot
+converge || { echo "demo: replica-4 did not converge within $WAIT_LIMIT s" >&2; cat "$work/replica-4.log" >&2; exit 1; }
+grep ': snapshot end' "$work/replica-4.log" | sed 's/^/  /'
+
+step "replica-2 stops (SIGSTOP); burst 4; cleanup_events(clock_timestamp()) removes what it missed; SIGCONT"
+kill -STOP "${replica_pid[replica-2]}"
+burst 4 120
+value "SELECT 'cleanup removed ' || eventhub.cleanup_events(clock_timestamp()) || ' superseded events and tombstones'"
+kill -CONT "${replica_pid[replica-2]}"
+converge || { echo "demo: replica-2 did not resync within $WAIT_LIMIT s" >&2; cat "$work/replica-2.log" >&2; exit 1; }
+grep 'snapshot .*history_removed\|snapshot end' "$work/replica-2.log" | tail -n 8 | sed 's/^/  /'
 echo
 "$work/client/eventhub" -d "host=$PGHOST port=$PGPORT dbname=postgres user=postgres" status
 
@@ -150,6 +199,15 @@ done
 echo
 echo "latency: publish (revision assigned) to applied in the replica's map, same host clock;"
 echo "the maxima include the events published while a replica or the server was reconnecting."
+echo
+r4=$(grep -c ': snapshot end' "$work/replica-4.log" || true)
+r4_entities=$(sed -n 's/.*"snapshot_entities": \([0-9]*\).*/\1/p' "$work/replica-4.json")
+echo "replica-4 joined after retention removed $removed early events: $r4 snapshots ($r4_entities entities), then the stream"
+r2=$(grep -c 'snapshot begin (reason history_removed)' "$work/replica-2.log" || true)
+echo "replica-2 missed events that cleanup_events removed: $r2 organizations resynced from a snapshot (history_removed),"
+echo "without reading the apis table"
+[ "$r4" -ge ${#orgs[@]} ] || { ok=0; echo "demo: replica-4 did not start from a snapshot of each organization" >&2; }
+[ "$r2" -ge 1 ] || { ok=0; echo "demo: replica-2 did not resync from a snapshot" >&2; }
 if [ $ok -ne 1 ]; then
 	echo "demo: FAILED: the replicas did not converge" >&2
 	tail -n 5 "$work"/replica-*.log >&2

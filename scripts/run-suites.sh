@@ -74,8 +74,8 @@ for t in ${PROVE_TESTS:-regress/t/*.pl}; do
 	fi
 done
 
-# The demo, end to end: three replicas converge through a killed connection
-# and a server restart.
+# The demo, end to end: four replicas converge through a killed connection,
+# a server restart, a late join from a snapshot and a resync from one.
 if ! want demo; then
 	:
 elif bash scripts/demo-run.sh "$work" >out/demo.log 2>&1; then

@@ -14,17 +14,21 @@ make -s
 
 source scripts/cluster.sh
 source scripts/tally.sh
-V010_COMMIT=f2f756a80cb62b2c08d4a9e957ba23e8199d1003	# eventhub 0.1.0 as released
+# The earlier releases as released (version:commit), whose source the
+# upgrade test builds and updates from (regress/t/017_upgrade.pl; it skips
+# those not staged).
+RELEASES="0.1.0:f2f756a80cb62b2c08d4a9e957ba23e8199d1003 0.2.0:cd757f053b3854d150faeaa611cb460fe567f6ea 0.3.0:2001343026a3d982223fa40831868df380c5a9b4"
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
 cp -r regress scripts client demo bench examples docs README.md "$work/"
-# The source of the released 0.1.0, which the upgrade test builds and
-# updates from (regress/t/017_upgrade.pl; it skips without it).
-if git rev-parse -q --verify "$V010_COMMIT^{commit}" >/dev/null 2>&1; then
-	mkdir "$work/v0.1.0"
-	git archive "$V010_COMMIT" | tar -x -C "$work/v0.1.0"
-else
-	echo "eventhub: warning: commit $V010_COMMIT (0.1.0) is not in this clone: the upgrade test will skip" >&2
-fi
+for release in $RELEASES; do
+	version=${release%%:*} commit=${release#*:}
+	if git rev-parse -q --verify "$commit^{commit}" >/dev/null 2>&1; then
+		mkdir "$work/v$version"
+		git archive "$commit" | tar -x -C "$work/v$version"
+	else
+		echo "eventhub: warning: commit $commit ($version) is not in this clone: the upgrade test will skip it" >&2
+	fi
+done
 # Each part adds its tally to TALLY_FILE; a part that ends without one
 # (it crashed) counts as one failure.
 tallies=$(mktemp -d /tmp/eventhub-tally.XXXXXX)

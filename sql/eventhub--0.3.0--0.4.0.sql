@@ -80,6 +80,17 @@ COMMENT ON FUNCTION eventhub.transactions_since(text, bigint, integer, uuid, int
 
 REVOKE ALL ON FUNCTION eventhub.transactions_since(text, bigint, integer, uuid, integer) FROM PUBLIC;
 
+-- Retention keeps each live entity's latest event (eventhub.compaction), or
+-- marks the organization incomplete.
+COMMENT ON FUNCTION eventhub.cleanup_events(timestamptz) IS
+'Deletes the events of every organization processed before older_than, except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers behind the removed events get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
+COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
+'Deletes the events of one organization processed in [from_ts, to_ts), except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers that have not seen a removed event get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
+COMMENT ON FUNCTION eventhub.cleanup_events(text, bigint) IS
+'Deletes the events of one organization with a revision below before_revision, except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers that have not seen a removed event get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
+COMMENT ON FUNCTION eventhub.run_maintenance() IS
+'Runs one maintenance cycle now, in the caller''s transaction: deletes the events older than eventhub.retention (except each live entity''s latest event while eventhub.compaction is on) and returns how many. For servers without the background worker.';
+
 -- The head a snapshot is read at: see extension/snapshot.c.
 CREATE FUNCTION eventhub.snapshot_head(organization_id text, OUT revision bigint, OUT version_id uuid)
 RETURNS record

@@ -240,7 +240,7 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(timestamptz) IS
-'Deletes the events of every organization processed before older_than and returns how many. Never changes organization_states; readers behind the removed events get SQLSTATE ZE001.';
+'Deletes the events of every organization processed before older_than, except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers behind the removed events get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
 
 CREATE FUNCTION eventhub.cleanup_events(organization_id text, from_ts timestamptz, to_ts timestamptz)
 RETURNS bigint
@@ -249,7 +249,7 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(text, timestamptz, timestamptz) IS
-'Deletes the events of one organization processed in [from_ts, to_ts) and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE ZE001.';
+'Deletes the events of one organization processed in [from_ts, to_ts), except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers that have not seen a removed event get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
 
 CREATE FUNCTION eventhub.cleanup_events(organization_id text, before_revision bigint)
 RETURNS bigint
@@ -258,7 +258,7 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.cleanup_events(text, bigint) IS
-'Deletes the events of one organization with a revision below before_revision and returns how many. Never changes organization_states; readers that have not seen a removed event get SQLSTATE ZE001.';
+'Deletes the events of one organization with a revision below before_revision, except each live entity''s latest event while eventhub.compaction is on, and returns how many. Never changes a head or version; readers that have not seen a removed event get SQLSTATE ZE001. With eventhub.compaction off, an organization that loses an entity''s latest event gets complete_after NULL (its snapshots raise ZE004).';
 
 CREATE FUNCTION eventhub.run_maintenance()
 RETURNS bigint
@@ -267,7 +267,7 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION eventhub.run_maintenance() IS
-'Runs one maintenance cycle now, in the caller''s transaction: deletes the events older than eventhub.retention and returns how many. For servers without the background worker.';
+'Runs one maintenance cycle now, in the caller''s transaction: deletes the events older than eventhub.retention (except each live entity''s latest event while eventhub.compaction is on) and returns how many. For servers without the background worker.';
 
 --
 -- Notification

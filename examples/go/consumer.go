@@ -23,14 +23,15 @@ const (
 var errCountReached = errors.New("count reached")
 
 type consumer struct {
-	config  *pgx.ConnConfig
-	orgs    []string
-	poll    time.Duration
-	reload  time.Duration // how long the simulated reload takes
-	count   int
-	applied int
-	cursors *cursorFile
-	tokens  map[string]string // notification token → organization
+	config   *pgx.ConnConfig
+	orgs     []string
+	poll     time.Duration
+	reload   time.Duration // how long the simulated reload takes
+	snapshot bool          // --snapshot: keep the entities (snapshot.go)
+	count    int
+	applied  int
+	cursors  *cursorFile
+	tokens   map[string]string // notification token → organization
 }
 
 // run keeps a session going: after a lost connection (or an error a retry
@@ -263,6 +264,9 @@ type event struct {
 // time, until a batch is short (step 3), and resyncs on ZE001, ZE002 or
 // ZE003 (step 5).
 func (c *consumer) catchUp(ctx context.Context, conn *pgx.Conn, org string) error {
+	if c.snapshot {
+		return c.catchUpTransactions(ctx, conn, org)
+	}
 	for {
 		batch, err := c.fetch(ctx, conn, org)
 		var pgErr *pgconn.PgError
@@ -328,7 +332,8 @@ func (c *consumer) apply(org string, e event) error {
 // organization's full state, (3) continue from that head, so that an event
 // published during the reload arrives afterwards instead of being lost.
 // The cursor moves to the head only once the reload is done: it describes
-// the state reloaded.
+// the state reloaded. Under --snapshot this is the fallback for ZE004: the
+// entities are left as they were (a real consumer reloads them here).
 func (c *consumer) resync(ctx context.Context, conn *pgx.Conn, org, reason string) error {
 	head := cursor{}
 	err := conn.QueryRow(ctx,
@@ -348,6 +353,11 @@ func (c *consumer) resync(ctx context.Context, conn *pgx.Conn, org, reason strin
 	case <-time.After(c.reload):
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if c.snapshot {
+		if head.Entities = c.cursors.cursors[org].Entities; head.Entities == nil {
+			head.Entities = &entities{}
+		}
 	}
 	return c.cursors.set(org, head)
 }

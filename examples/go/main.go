@@ -3,7 +3,7 @@
 // eventhub.events_since, "Notifications", "Errors"), with pgx v4.
 //
 //	consumer --conninfo CONNINFO --org ORG [--org ORG...] --cursor-file PATH
-//	         [--poll-interval-ms N] [--reload-ms N] [--count N] [--timeout S]
+//	         [--snapshot] [--poll-interval-ms N] [--reload-ms N] [--count N] [--timeout S]
 //
 // It prints one line per applied event and per resync:
 //
@@ -11,7 +11,19 @@
 //	RESYNC <org> <ZE001|ZE002|ZE003> <head_revision> <head_version_id or ->
 //
 // and keeps its cursors in the cursor file, so that a restarted consumer
-// resumes where it stopped. Exit status: 0 after --count events, 1 on a
+// resumes where it stopped. With --snapshot it also keeps each
+// organization's entities (in the cursor file, with the cursor), starts
+// from a snapshot and resyncs from one ("Bootstrap from a snapshot",
+// "Resync from a snapshot"), reads eventhub.transactions_since and applies
+// each transaction as one unit ("Transactions"), and prints besides:
+//
+//	SNAPSHOT <org> <head_revision> <head_version_id or -> <entities>
+//	TXN <org> <first_revision> <last_revision> <events>
+//	DIGEST <org> <revision> <sha256 of the entities>
+//
+// (a snapshot applied; a transaction applied, after its EVENT lines; caught
+// up), and RESYNC ... ZE004 when a bootstrap found the snapshot incomplete
+// and fell back to the reload. Exit status: 0 after --count events, 1 on a
 // permanent error (bad login, missing privilege, ...), 2 on bad usage, 3 when
 // --timeout expires.
 package main
@@ -32,10 +44,12 @@ import (
 // cursor is the position in one organization's history: the revision and
 // the version id of the last event applied (docs/protocol.md, "The consumer
 // protocol", step 1). VersionID is nil at revision 0, where there is no
-// event whose version to check.
+// event whose version to check. Under --snapshot the cursor is stored with
+// the entities it describes; nil means none yet: bootstrap from a snapshot.
 type cursor struct {
-	Revision  int64   `json:"revision"`
-	VersionID *string `json:"version_id"`
+	Revision  int64     `json:"revision"`
+	VersionID *string   `json:"version_id"`
+	Entities  *entities `json:"entities,omitempty"`
 }
 
 // cursorFile is the consumer's stored state: organization → cursor, as JSON.
@@ -102,6 +116,7 @@ func main() {
 		cursorPath = flag.String("cursor-file", "", "JSON file keeping each organization's cursor")
 		pollMs     = flag.Int("poll-interval-ms", 1000, "poll organization_states this often")
 		reloadMs   = flag.Int("reload-ms", 0, "how long the simulated reload of a resync takes")
+		snapshot   = flag.Bool("snapshot", false, "keep the entities: start and resync from snapshots, apply whole transactions")
 		count      = flag.Int("count", 0, "exit 0 after this many events (0: run until killed)")
 		timeout    = flag.Float64("timeout", 0, "exit 3 after this many seconds (0: never)")
 	)
@@ -129,12 +144,13 @@ func main() {
 		defer cancel()
 	}
 	c := &consumer{
-		config:  config,
-		orgs:    orgs,
-		poll:    time.Duration(*pollMs) * time.Millisecond,
-		reload:  time.Duration(*reloadMs) * time.Millisecond,
-		count:   *count,
-		cursors: cursors,
+		config:   config,
+		orgs:     orgs,
+		poll:     time.Duration(*pollMs) * time.Millisecond,
+		reload:   time.Duration(*reloadMs) * time.Millisecond,
+		snapshot: *snapshot,
+		count:    *count,
+		cursors:  cursors,
 	}
 	err = c.run(ctx)
 	switch {

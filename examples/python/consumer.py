@@ -4,7 +4,7 @@ docs/protocol.md alone ("The consumer protocol" under eventhub.events_since,
 "Notifications", "Errors"), with psycopg 3 (Debian's python3-psycopg).
 
     consumer.py --conninfo CONNINFO --org ORG [--org ORG...] --cursor-file PATH
-                [--poll-interval-ms N] [--reload-ms N] [--count N] [--timeout S]
+                [--snapshot] [--poll-interval-ms N] [--reload-ms N] [--count N] [--timeout S]
 
 It prints one line per applied event and per resync:
 
@@ -12,12 +12,25 @@ It prints one line per applied event and per resync:
     RESYNC <org> <ZE001|ZE002|ZE003> <head_revision> <head_version_id or ->
 
 and keeps its cursors in the cursor file, so that a restarted consumer
-resumes where it stopped. Exit status: 0 after --count events, 1 on a
+resumes where it stopped. With --snapshot it also keeps each organization's
+entities (in the cursor file, with the cursor), starts from a snapshot and
+resyncs from one ("Bootstrap from a snapshot", "Resync from a snapshot"),
+reads eventhub.transactions_since and applies each transaction as one unit
+("Transactions"), and prints besides:
+
+    SNAPSHOT <org> <head_revision> <head_version_id or -> <entities>
+    TXN <org> <first_revision> <last_revision> <events>
+    DIGEST <org> <revision> <sha256 of the entities>
+
+(a snapshot applied; a transaction applied, after its EVENT lines; caught
+up), and RESYNC ... ZE004 when a bootstrap found the snapshot incomplete and
+fell back to the reload. Exit status: 0 after --count events, 1 on a
 permanent error (bad login, missing privilege, ...), 2 on bad usage, 3 when
 --timeout expires.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import select
@@ -28,11 +41,13 @@ from collections import deque
 
 import psycopg
 from psycopg import pq
+from psycopg.rows import dict_row
 
 BATCH_SIZE = 1000  # events_since's max_events (protocol step 3)
 ZERO_TOKEN = "0" * 32  # "poll now" (docs/sql.md, Notifications)
 MIN_BACKOFF, MAX_BACKOFF = 0.1, 2.0
 RESYNC_STATES = ("ZE001", "ZE002", "ZE003")
+SNAPSHOT_INCOMPLETE, SNAPSHOT_MOVED = "ZE004", "ZE005"
 # connection exception; terminated backend, server shutting down or starting
 # up; too many connections, out of memory; serialization failure, deadlock
 RETRYABLE_CLASSES = ("08", "57P", "53", "40")
@@ -73,12 +88,22 @@ class CursorFile:
         c = self.cursors.get(org, {})
         return c.get("revision", 0), c.get("version_id")
 
-    def set(self, org, revision, version_id):
-        """Moves a cursor and stores the whole file atomically (a temporary
-        file renamed over the old one): a consumer killed at any moment finds
-        either the old cursor or the new one. A real consumer stores the
-        cursor in the same transaction as the state it applied."""
+    def entities(self, org):
+        """Under --snapshot: the organization's entities, event type ->
+        entity id -> event_data as the server prints it (event_data::text,
+        so that every consumer hashes the same bytes); None when there are
+        none yet (bootstrap from a snapshot)."""
+        return self.cursors.get(org, {}).get("entities")
+
+    def set(self, org, revision, version_id, entities=None):
+        """Moves a cursor (with the entities it describes, under --snapshot)
+        and stores the whole file atomically (a temporary file renamed over
+        the old one): a consumer killed at any moment finds either the old
+        cursor or the new one. A real consumer stores the cursor in the same
+        transaction as the state it applied."""
         self.cursors[org] = {"revision": revision, "version_id": version_id}
+        if entities is not None:
+            self.cursors[org]["entities"] = entities
         directory, name = os.path.split(os.path.abspath(self.path))
         fd, tmp = tempfile.mkstemp(prefix=name + ".", suffix=".tmp", dir=directory)
         try:
@@ -112,6 +137,7 @@ class Consumer:
         self.orgs = args.org
         self.poll_interval = args.poll_interval_ms / 1000
         self.reload_time = args.reload_ms / 1000  # how long the simulated reload takes
+        self.snapshot = args.snapshot  # keep the entities (catch_up_transactions)
         self.count = args.count
         self.deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
         self.cursors = CursorFile(args.cursor_file)
@@ -283,6 +309,9 @@ class Consumer:
         """Applies the organization's events after its cursor, a batch at a
         time, until a batch is short (step 3); resyncs on ZE001, ZE002 or
         ZE003 (step 5)."""
+        if self.snapshot:
+            self.catch_up_transactions(conn, org)
+            return
         while True:
             revision, version = self.cursors.get(org)
             try:
@@ -318,7 +347,9 @@ class Consumer:
         organization's full state, (3) continue from that head, so that an
         event published during the reload arrives afterwards instead of
         being lost. The cursor moves to the head only once the reload is
-        done: it describes the state reloaded."""
+        done: it describes the state reloaded. Under --snapshot this is the
+        fallback for ZE004: the entities are left as they were (a real
+        consumer reloads them here)."""
         row = conn.execute(
             "SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = %s",
             (org,),
@@ -329,7 +360,152 @@ class Consumer:
         # from its own tables here, which takes a while.
         left = self.remaining()
         time.sleep(self.reload_time if left is None else min(self.reload_time, left))
-        self.cursors.set(org, revision, version)
+        entities = None
+        if self.snapshot:
+            entities = self.cursors.entities(org)
+            entities = {} if entities is None else entities
+        self.cursors.set(org, revision, version, entities)
+
+    # The --snapshot mode (docs/protocol.md, "Bootstrap from a snapshot",
+    # "Resync from a snapshot", "Transactions").
+
+    def catch_up_transactions(self, conn, org):
+        """catch_up under --snapshot: an organization with no entities yet is
+        bootstrapped from a snapshot; then transactions_since is read until
+        caught up (the batch is empty, or its last row is at the head), each
+        transaction applied once its last event (transaction_end) is read. A
+        transaction larger than a batch comes in parts: the parts are kept,
+        and the next batch is read after the last of them, but the cursor
+        moves only when the transaction is applied whole."""
+        if self.cursors.entities(org) is None:
+            self.from_snapshot(conn, org, None)
+        pending = []
+        while True:
+            if pending:
+                revision, version = pending[-1]["revision"], pending[-1]["version_id"]
+            else:
+                revision, version = self.cursors.get(org)
+            try:
+                # Read whole before any of it is applied, as in catch_up.
+                with conn.cursor(row_factory=dict_row) as cur:
+                    batch = cur.execute(
+                        """SELECT revision, version_id::text, action, entity_id, event_type,
+                                  event_data::text, transaction_first_revision,
+                                  transaction_end, head_revision
+                             FROM eventhub.transactions_since(%s, %s, %s, %s::uuid)""",
+                        (org, revision, BATCH_SIZE, version),
+                    ).fetchall()
+            except psycopg.Error as error:
+                if error.sqlstate not in RESYNC_STATES:
+                    raise
+                pending = []
+                self.from_snapshot(conn, org, error.sqlstate)
+                continue  # from the snapshot's head
+            for event in batch:
+                pending.append(event)
+                if event["transaction_end"]:
+                    self.apply_transaction(org, pending)
+                    pending = []
+            if not batch or batch[-1]["revision"] == batch[-1]["head_revision"]:
+                print(f"DIGEST {org} {self.cursors.get(org)[0]} {digest(self.cursors.entities(org))}", flush=True)
+                return
+
+    def apply_transaction(self, org, events):
+        """Applies one transaction's events to the organization's entities
+        and stores them with the cursor at its last event, in one write of
+        the cursor file: the consumer's state is always between two
+        transactions. A DELETE removes the entity; a CREATE or UPDATE
+        carries its whole state."""
+        entities = self.cursors.entities(org)
+        for e in events:
+            print(f"EVENT {org} {e['revision']} {e['version_id']} {e['action']} {e['entity_id']}", flush=True)
+            ids = entities.setdefault(e["event_type"], {})
+            if e["action"] == "DELETE":
+                ids.pop(e["entity_id"], None)
+                if not ids:
+                    del entities[e["event_type"]]
+            else:
+                ids[e["entity_id"]] = e["event_data"]
+        last = events[-1]
+        self.cursors.set(org, last["revision"], last["version_id"], entities)
+        first = events[0]["transaction_first_revision"]
+        print(f"TXN {org} {first} {last['revision']} {len(events)}", flush=True)
+        self.applied += len(events)
+        if self.count and self.applied >= self.count:
+            raise CountReached()
+
+    def from_snapshot(self, conn, org, reason):
+        """Replaces the organization's entities with a snapshot and moves the
+        cursor to its head. REASON is the SQLSTATE that asked for it (ZE001,
+        ZE002 or ZE003, printed in a RESYNC line first), or None for a
+        bootstrap. ZE005 (the head moved: only possible if the pages were not
+        read in one transaction) is retried; ZE004 (the organization's
+        snapshot is incomplete, and stays so until the application declares
+        its full state) falls back to the reload from the application's own
+        tables."""
+        while True:
+            try:
+                revision, version, entities = self.read_snapshot(conn, org)
+            except psycopg.Error as error:
+                if error.sqlstate == SNAPSHOT_MOVED:
+                    log(f"{org}: {describe(error)}; reading the snapshot again")
+                    continue
+                if error.sqlstate != SNAPSHOT_INCOMPLETE:
+                    raise
+                log(f"{org}: {describe(error)}; reloading from the application instead")
+                self.resync(conn, org, reason or SNAPSHOT_INCOMPLETE)
+                return
+            if reason:
+                print(f"RESYNC {org} {reason} {revision} {version or '-'}", flush=True)
+            self.cursors.set(org, revision, version, entities)
+            n = sum(len(ids) for ids in entities.values())
+            print(f"SNAPSHOT {org} {revision} {version or '-'} {n}", flush=True)
+            return
+
+    @staticmethod
+    def read_snapshot(conn, org):
+        """Reads the organization's head and every page of its entities in
+        one REPEATABLE READ, READ ONLY transaction, so that the pages are
+        consistent with each other and with the head: continuing from the
+        head then misses nothing and repeats nothing. Each page starts after
+        the previous page's last (event_type, entity_id); a page shorter
+        than BATCH_SIZE is the last. Returns (revision, version, entities)."""
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        try:
+            revision, version = conn.execute(
+                "SELECT revision, version_id::text FROM eventhub.snapshot_head(%s)", (org,)
+            ).fetchone()
+            entities = {}
+            after = (None, None)  # the first page
+            while True:
+                page = conn.execute(
+                    """SELECT event_type, entity_id, event_data::text
+                         FROM eventhub.snapshot_entities(%s, %s, %s, %s, %s, NULL, %s::uuid)""",
+                    (org, revision, *after, BATCH_SIZE, version),
+                ).fetchall()
+                for event_type, entity_id, data in page:
+                    entities.setdefault(event_type, {})[entity_id] = data
+                if len(page) < BATCH_SIZE:
+                    break
+                after = page[-1][:2]
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.pgconn.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
+                conn.execute("ROLLBACK")
+            raise
+        return revision, version, entities
+
+
+def digest(entities):
+    """The sha256, in lower-case hex, of the lines
+    "<event_type>\t<entity_id>\t<event_data>\n" of every entity, sorted
+    bytewise and concatenated (an empty map hashes "")."""
+    lines = sorted(
+        f"{event_type}\t{entity_id}\t{data}\n".encode()
+        for event_type, ids in entities.items()
+        for entity_id, data in ids.items()
+    )
+    return hashlib.sha256(b"".join(lines)).hexdigest()
 
 
 def main():
@@ -339,6 +515,9 @@ def main():
     parser.add_argument("--cursor-file", required=True, help="JSON file keeping each cursor")
     parser.add_argument("--poll-interval-ms", type=int, default=1000)
     parser.add_argument("--reload-ms", type=int, default=0, help="how long the simulated reload takes")
+    parser.add_argument(
+        "--snapshot", action="store_true", help="keep the entities: start and resync from snapshots, apply whole transactions"
+    )
     parser.add_argument("--count", type=int, default=0, help="exit 0 after N events (0: never)")
     parser.add_argument("--timeout", type=float, default=0, help="exit 3 after S seconds (0: never)")
     args = parser.parse_args()  # exits 2 on bad usage

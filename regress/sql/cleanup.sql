@@ -1,8 +1,11 @@
 -- cleanup_events: deletes by age across organizations, by range in one, or
 -- below a revision in one; returns the count, and never touches
--- organization_states.
+-- organization_states.  Every organization's events are one entity's
+-- UPDATEs, each superseded by the next: with compaction (on by default)
+-- they go like any expired event, except each organization's last, which
+-- goes once a DELETE supersedes it (compaction.sql has the rest).
 CREATE EXTENSION eventhub;
-SELECT count(eventhub.publish_event(o, 'API', 'UPDATE', 'api-' || i, NULL, '{}'))
+SELECT count(eventhub.publish_event(o, 'API', 'UPDATE', 'api', NULL, '{}'))
   FROM unnest(ARRAY['acme', 'globex', 'initech']) o, generate_series(1, 4) i;
 -- Revision r of every organization is (4 - r) days older than t0.
 SELECT now() AS t0 \gset
@@ -27,7 +30,7 @@ SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
   FROM eventhub.events GROUP BY 1 ORDER BY 1;
 
 -- By revision, in one organization: everything below before_revision.
-SELECT eventhub.publish_event('initech', 'API', 'UPDATE', 'api-' || i, NULL, '{}') FROM generate_series(5, 6) i;
+SELECT eventhub.publish_event('initech', 'API', 'UPDATE', 'api', NULL, '{}') FROM generate_series(5, 6) i;
 SELECT eventhub.cleanup_events('initech', 5);
 SELECT eventhub.cleanup_events('initech', 5);
 SELECT eventhub.cleanup_events('initech', 0);
@@ -51,7 +54,11 @@ SELECT count(*) AS changed_states
   FROM (SELECT * FROM eventhub.organization_states
         EXCEPT SELECT * FROM states_before) d;
 
--- Everything.
+-- Everything, once each entity is deleted: the superseded events first,
+-- then the tombstones, which have nothing older left.
+SELECT eventhub.publish_event(o, 'API', 'DELETE', 'api', NULL, 'null')
+  FROM unnest(ARRAY['acme', 'globex', 'initech']) o;
+SELECT eventhub.cleanup_events('infinity');
 SELECT eventhub.cleanup_events('infinity');
 SELECT count(*) AS events FROM eventhub.events;
 SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;

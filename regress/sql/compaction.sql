@@ -4,17 +4,9 @@
 -- entity is an organization's (event_type, entity_id).
 CREATE EXTENSION eventhub;
 SELECT context, boot_val FROM pg_settings WHERE name = 'eventhub.compaction';
-SET eventhub.compaction = on;
--- Turned on.  The backend applies the reload before its next command: each
--- command below waits a little until it has (at most 20 s in all).
-ALTER SYSTEM SET eventhub.compaction = on;
-SELECT pg_reload_conf();
-\set ECHO none
-\o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.compaction'') <> ''on'''
-  FROM generate_series(1, 400) \gexec
-\o
-\set ECHO all
+-- On by default; a session cannot change it (every deleter applies the
+-- same rule).
+SET eventhub.compaction = off;
 SHOW eventhub.compaction;
 
 -- Organization k: 1 API/a CREATE, 2 API/a UPDATE (its latest), 3 API/b
@@ -102,10 +94,45 @@ SELECT eventhub.declare_full_state('k', 10);
 SELECT eventhub.cleanup_events('infinity');
 SELECT revision, entity_id, action FROM eventhub.events WHERE organization_id = 'k' ORDER BY revision;
 
--- Compaction off (the default for now; operations.md: events carrying
--- partial updates): every expired event goes, as before 0.4.0.  (Marking the
--- organization incomplete when an entity's latest event goes is not done
--- yet.)
+-- A pass looks at a bounded number of events per batch (ten times
+-- eventhub.cleanup_batch_size) and resumes after them, so it goes on behind
+-- a block of kept events larger than that bound, ties on
+-- processed_timestamp included, and still ends.  Organization "block":
+-- 5000 entities' only events, then 3000 events of entity s, all but the last
+-- superseded, all processed at the same instant; a batch of 100 looks at no
+-- more than 1000 of them, so the first five find nothing to delete.
+ALTER SYSTEM SET eventhub.cleanup_batch_size = 100;
+SELECT pg_reload_conf();
+\set ECHO none
+\o /dev/null
+SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''100'''
+  FROM generate_series(1, 400) \gexec
+\o
+\set ECHO all
+SHOW eventhub.cleanup_batch_size;
+SET eventhub.protect_tables = off;
+INSERT INTO eventhub.events (organization_id, revision, version_id, processed_timestamp, originated_timestamp,
+                             event_type, action, entity_id, correlation_id, event_data)
+SELECT 'block', i, gen_random_uuid(), now() - interval '1 day', now(), 'API', 'UPDATE',
+       CASE WHEN i <= 5000 THEN 'k-' || i ELSE 's' END, 'block-' || i, '{}'
+  FROM generate_series(1, 8000) i;
+INSERT INTO eventhub.organization_states (organization_id, version_id, revision, updated_at)
+SELECT 'block', version_id, revision, now() FROM eventhub.events
+ WHERE organization_id = 'block' AND revision = 8000;
+RESET eventhub.protect_tables;
+SELECT count(*) FILTER (WHERE entity_id = 's') AS s_events, count(*) FILTER (WHERE entity_id <> 's') AS others
+  FROM eventhub.events WHERE organization_id = 'block';
+SELECT eventhub.run_maintenance();
+SELECT count(*) FILTER (WHERE entity_id = 's') AS s_events, count(*) FILTER (WHERE entity_id <> 's') AS others,
+       max(revision) FILTER (WHERE entity_id = 's') AS s_latest
+  FROM eventhub.events WHERE organization_id = 'block';
+SELECT eventhub.run_maintenance();
+
+-- Compaction off (operations.md: events carrying partial updates): every
+-- expired event goes, as before 0.4.0, but an organization that loses an
+-- entity's latest event (or a tombstone with older events left) is marked
+-- incomplete in the same statement, and its snapshots are refused (ZE004)
+-- until eventhub.declare_full_state().
 ALTER SYSTEM SET eventhub.compaction = off;
 SELECT pg_reload_conf();
 \set ECHO none
@@ -115,26 +142,71 @@ SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''even
 \o
 \set ECHO all
 SHOW eventhub.compaction;
+CREATE FUNCTION pg_temp.snapshot_sqlstate(org text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM eventhub.snapshot_head(org);
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE;
+END
+$$;
+CREATE TEMP VIEW completeness AS
+  SELECT organization_id, complete_after, pg_temp.snapshot_sqlstate(organization_id) AS snapshot
+    FROM eventhub.organization_states WHERE organization_id IN ('n', 'p', 'q', 'r') ORDER BY 1;
+-- n: 1 API/a CREATE, 2 its UPDATE, 3 API/b CREATE.  Below revision 2 only
+-- the superseded CREATE goes: n stays complete.  Below 3, a's latest goes:
+-- n is incomplete.
 SELECT eventhub.publish_event('n', 'API', 'CREATE', 'a', NULL, '{}');
 SELECT eventhub.publish_event('n', 'API', 'UPDATE', 'a', NULL, '{"v": 2}');
 SELECT eventhub.publish_event('n', 'API', 'CREATE', 'b', NULL, '{}');
 SELECT eventhub.cleanup_events('n', 2);
+SELECT * FROM completeness;
 SELECT eventhub.cleanup_events('n', 3);
 SELECT revision, entity_id FROM eventhub.events WHERE organization_id = 'n';
+SELECT * FROM completeness;
+SELECT eventhub.snapshot_head('n');
+-- p: superseded events only go (run_maintenance): complete.  q: a range
+-- over an entity's DELETE alone, with its CREATE left: incomplete.  r: an
+-- entity's only event goes by run_maintenance: incomplete.
+SELECT eventhub.publish_event('p', 'API', 'CREATE', 'a', NULL, '{}');
+SELECT eventhub.publish_event('p', 'API', 'UPDATE', 'a', NULL, '{"v": 2}');
+SELECT eventhub.publish_event('q', 'API', 'CREATE', 'x', NULL, '{}');
+SELECT eventhub.publish_event('q', 'API', 'DELETE', 'x', NULL, 'null');
+SELECT eventhub.publish_event('r', 'API', 'CREATE', 'a', NULL, '{}');
+SELECT eventhub.publish_event('r', 'API', 'CREATE', 'b', NULL, '{}');
+SET eventhub.protect_tables = off;
+UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day'
+ WHERE (organization_id, revision) IN (('p', 1), ('r', 1));
+UPDATE eventhub.events SET processed_timestamp = '2001-01-01'
+ WHERE (organization_id, revision) = ('q', 2);
+RESET eventhub.protect_tables;
+SELECT eventhub.cleanup_events('q', '2000-01-01', '2002-01-01');
+SELECT eventhub.run_maintenance();
+SELECT organization_id, array_agg(revision ORDER BY revision) AS kept
+  FROM eventhub.events WHERE organization_id IN ('p', 'q', 'r') GROUP BY 1 ORDER BY 1;
+SELECT * FROM completeness;
+-- declare_full_state makes an organization complete again.
+SELECT eventhub.declare_full_state('r', 2);
+SELECT * FROM completeness;
 -- Everything else, by run_maintenance too.
 SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day';
 RESET eventhub.protect_tables;
 SELECT eventhub.run_maintenance();
 SELECT count(*) AS events FROM eventhub.events;
+SELECT * FROM completeness;
 
 ALTER SYSTEM RESET eventhub.compaction;
+ALTER SYSTEM RESET eventhub.cleanup_batch_size;
 SELECT pg_reload_conf();
 \set ECHO none
 \o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.compaction'') <> ''off'''
+SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.compaction'') <> ''on'''
+  ' OR pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''10000'''
   FROM generate_series(1, 400) \gexec
 \o
 \set ECHO all
 SHOW eventhub.compaction;
+SHOW eventhub.cleanup_batch_size;
+DROP VIEW completeness;
 DROP EXTENSION eventhub;

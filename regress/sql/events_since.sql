@@ -81,6 +81,9 @@ SELECT * FROM eventhub.events_since('acme', 4);
 SELECT revision FROM eventhub.events_since('acme', 5);
 
 -- Everything after the cursor removed: ZE001, not an empty answer.
+-- (Compaction keeps an entity's latest event unless it is at or below a
+-- declared full state.)
+SELECT eventhub.declare_full_state('acme', 7);
 SELECT eventhub.cleanup_events(now() + interval '1 hour');
 SELECT * FROM eventhub.events_since('acme', 6);
 \echo :LAST_ERROR_SQLSTATE

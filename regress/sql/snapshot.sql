@@ -1,7 +1,7 @@
 -- declare_full_state gives an organization whose events were removed
 -- before 0.4.0 (complete_after NULL) the snapshot promise back;
--- snapshot_head gives the head a snapshot is read at.  (snapshot_entities
--- is still to come.)
+-- snapshot_head gives the head a snapshot is read at; snapshot_entities
+-- gives its pages.
 CREATE EXTENSION eventhub;
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a' || i, NULL, '{}') FROM generate_series(1, 3) i;
 -- As the update to 0.4.0 leaves an organization that lost events.
@@ -100,6 +100,14 @@ SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('shop', 1
 -- max_bytes: a page is full once its rows reach it, and holds one row at least.
 SELECT count(*) FROM eventhub.snapshot_entities('shop', 12, max_bytes => 1);
 SELECT count(*) FROM eventhub.snapshot_entities('shop', 12, max_bytes => 400);
+-- An event stored out of line (TOAST) counts its stored size, not its
+-- pointer's: with a budget above two small rows, the big one fills the
+-- page alone.
+SELECT eventhub.publish_event('toasty', 'API', 'CREATE', 'big', NULL,
+                              jsonb_build_object('pad', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i)));
+SELECT eventhub.publish_event('toasty', 'API', 'CREATE', 'small', NULL, '{}');
+SELECT pg_column_size(event_data) > 2000 AS stored_big FROM eventhub.events WHERE organization_id = 'toasty' AND revision = 1;
+SELECT entity_id FROM eventhub.snapshot_entities('toasty', 2, max_bytes => 1000);
 -- The head checks: another revision or version is ZE005.
 SELECT count(*) FROM eventhub.snapshot_entities('shop', 11);
 \echo :LAST_ERROR_SQLSTATE

@@ -89,6 +89,18 @@ SELECT pg_column_size(event_data) > 1000 AS big FROM eventhub.events WHERE organ
 SELECT b AS max_bytes, pg_temp.read_all('tx-big', 0, 100, b) AS batches
   FROM unnest(ARRAY[:row_bytes, 4 * :row_bytes, 1000, 2000]) b;
 
+-- An event stored out of line (TOAST) counts its stored size, not its
+-- pointer's: the big one ends the batch of 2 small rows' bytes and 1000.
+BEGIN;
+SELECT eventhub.publish_event('tx-toast', 'API', 'CREATE', 'small', 't1', '{}');
+SELECT eventhub.publish_event('tx-toast', 'API', 'CREATE', 'big', 't2',
+                              jsonb_build_object('pad', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i)));
+COMMIT;
+SELECT eventhub.publish_event('tx-toast', 'API', 'CREATE', 'small', 't3', '{}');
+SELECT pg_column_size(event_data) > 2000 AS stored_big
+  FROM eventhub.events WHERE organization_id = 'tx-toast' AND revision = 2;
+SELECT pg_temp.read_all('tx-toast', 0, 100, 2 * :row_bytes + 1000) AS batches;
+
 -- Caught up: a cut batch ends below the head, so the reader calls again at
 -- once; the batch that reaches the head, or an empty one, is caught up.
 SELECT revision, head_revision, revision = head_revision AS caught_up

@@ -53,10 +53,11 @@ my $offset = -s $node->logfile;
 # The table holds the worker off while the test sets up its data.
 query('CREATE EXTENSION eventhub; CREATE TABLE hold AS SELECT 1;');
 # Revisions 1-3 of every organization are two hours old (the guard is off for
-# this transaction).
+# this transaction).  Each organization's events are one entity's, each
+# superseded by the next: compaction (on by default) keeps only the last.
 query(q{
 	BEGIN;
-	SELECT eventhub.publish_event(o, 'API', 'UPDATE', 'api-' || r, NULL, '{}')
+	SELECT eventhub.publish_event(o, 'API', 'UPDATE', 'api', NULL, '{}')
 	  FROM unnest(ARRAY['acme', 'globex', 'initech']) o, generate_series(1, 5) r;
 	SET LOCAL eventhub.protect_tables = off;
 	UPDATE eventhub.events SET processed_timestamp = now() - interval '2 hours' WHERE revision <= 3;
@@ -108,7 +109,7 @@ pass('the worker is back after SIGKILL and the crash restart');
 is(query($heads), $committed, 'no committed event was lost');
 
 query(q{
-	SELECT eventhub.publish_event('acme', 'API', 'DELETE', 'api-1', NULL, '{}');
+	SELECT eventhub.publish_event('acme', 'API', 'DELETE', 'api', NULL, '{}');
 	SET eventhub.protect_tables = off;
 	UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day' WHERE organization_id = 'acme';
 });
@@ -120,7 +121,9 @@ ok(wait_for(what => 'retention by the restarted worker', node => $node,
 # A 200,000-event backlog goes in batches while publishers publish.
 #
 # The backlog is a day old: kept under a two-day retention, expired under
-# one hour.  Loaded directly, as a superuser with the write guard off.
+# one hour.  Loaded directly, as a superuser with the write guard off.  Each
+# organization's state is declared full at its head (complete_after, as
+# eventhub.declare_full_state() sets it): compaction lets every event go.
 reload_settings($node, "eventhub.retention = '2d'") or die 'the retention was not applied';
 query(q{
 	SET eventhub.protect_tables = off;
@@ -130,7 +133,7 @@ query(q{
 	       'API', 'UPDATE', 'e', 'bulk-' || i, '{"pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}'
 	  FROM generate_series(0, 199999) i;
 	INSERT INTO eventhub.organization_states
-	SELECT 'bulk-' || o, gen_random_uuid(), 20000, now() FROM generate_series(0, 9) o;
+	SELECT 'bulk-' || o, gen_random_uuid(), 20000, now(), 20000 FROM generate_series(0, 9) o;
 });
 my $bulk = "SELECT count(*) FROM eventhub.events WHERE organization_id LIKE 'bulk-%'";
 is(query($bulk), '200000', 'backlog loaded');

@@ -244,5 +244,27 @@ my ($begin) = grep { /"snapshot": "begin"/ } split /\n/, $w->{out};
 like($begin, qr/^\{"snapshot": "begin", "organization_id": "cliwatch", "reason": "initial", "head_revision": 2, "head_version_id": "[-0-9a-f]{36}"\}$/,
 	'the begin line as documented');
 
+# watch --all --snapshot: each organization's snapshot whole, one after
+# another; one whose state is incomplete (clitxn, above) gets a resync
+# line instead and goes on from its head.
+my $all = start_watch($connstr, '--all', '--snapshot', '--poll-interval', '200');
+wait_for(what => 'the snapshots of every organization', watch => $all,
+	matches => qr/(?=.*"snapshot": "end", "organization_id": "cliget")(?=.*"resync": true, "organization_id": "clitxn", "reason": "history_removed")(?=.*"snapshot": "end", "organization_id": "cliwatch")/s)
+  or die 'no snapshots';
+$all->{h}->signal('TERM');
+eval { $all->{h}->finish };
+my ($open, $whole, @got) = (undef, 1);
+for my $l (watch_lines($all))
+{
+	if (($l->{snapshot} // '') eq 'begin') { $whole = 0 if defined $open; $open = $l->{organization_id} }
+	elsif ($l->{snapshot}) { $whole = 0 unless ($open // '') eq $l->{organization_id}; undef $open }
+	elsif ($l->{entity_type}) { $whole = 0 unless ($open // '') eq $l->{organization_id};
+		push @got, $json->encode($l) if $l->{organization_id} eq 'cliget' }
+}
+ok($whole, 'watch --all --snapshot: snapshots one after another, each between its markers');
+is_deeply(\@got, \@want, "and each has its organization's entities");
+unlike($all->{out}, qr/"snapshot": "begin", "organization_id": "clitxn"/,
+	'an incomplete organization gets no snapshot, only the resync line');
+
 $node->stop;
 done_testing();

@@ -95,9 +95,11 @@ is(su('SELECT string_agg(who, \',\') FROM s.trap_log'), 'app',
 	'attack: the trap is armed (it ran for app, which could not escalate)');
 su('DELETE FROM s.trap_log');
 
-# Work for the worker: expired events and a replica to expire.
+# Work for the worker: expired events and a replica to expire.  The events
+# here are lone tombstones (DELETEs of entities with no older event), which
+# compaction (on by default) lets go like any expired event.
 su(q{
-	SELECT count(eventhub.publish_event('acme', 'API', 'UPDATE', 'e' || i, NULL, '{}')) FROM generate_series(1, 5) i;
+	SELECT count(eventhub.publish_event('acme', 'API', 'DELETE', 'e' || i, NULL, '{}')) FROM generate_series(1, 5) i;
 	SELECT eventhub.heartbeat('gw-old', '{"acme": {"revision": 5}}');
 });
 
@@ -113,7 +115,7 @@ su_wait('the restarted worker\'s first cycle',
   or die "the worker did not expire the events and the replica";
 # Another cycle under the same settings: a reload makes the worker run one
 # at once, and its stalled-client looks go on every 250 ms meanwhile.
-su(q{SELECT eventhub.publish_event('expiring', 'API', 'UPDATE', 'late', NULL, '{}')});
+su(q{SELECT eventhub.publish_event('expiring', 'API', 'DELETE', 'late', NULL, '{}')});
 su_wait('the late event expiring',
 	"SELECT clock_timestamp() - max(processed_timestamp) > current_setting('eventhub.retention')::interval FROM eventhub.events")
   or die "the late event did not expire";

@@ -20,7 +20,19 @@
 #      (ZE001), and the resync order: an event published while they reload
 #      (after they read the head) arrives afterwards;
 #   7. a hot standby, where LISTEN is refused: they poll, and listen once it
-#      is promoted.
+#      is promoted; with --snapshot, a failover to it from an old primary
+#      they followed further is answered with a snapshot;
+#   8. --snapshot (with eventhub.compaction on): a cold start from a
+#      snapshot of an organization whose early history a cleanup removed, a
+#      multi-event transaction applied as one (a TXN line), a resync from a
+#      snapshot when a cleanup removed the events after their cursor (ZE001),
+#      a restart that goes on from the entities stored with the cursor, a
+#      transaction larger than their batch applied as one, a history
+#      rewritten under their cursor (ZE003) answered with a snapshot of two
+#      pages, and an incomplete snapshot (ZE004) that falls back to the
+#      reload.  Each
+#      DIGEST line must equal the digest of the application's own table,
+#      written in the publishing transactions, and of the server's snapshot.
 #
 # Every EVENT line is checked against eventhub.events (revision, version,
 # action, entity): per organization exactly the revisions after the cursor,
@@ -32,6 +44,7 @@ use warnings;
 
 use EventhubTest;
 use IPC::Run;
+use Digest::SHA qw(sha256_hex);
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -85,7 +98,7 @@ sub lines_by_org
 	my %by_org;
 	for my $line ($c->{out} =~ /^(.*)\n/mg)
 	{
-		my ($org) = $line =~ /^(?:EVENT|RESYNC) (\S+) / or die "unexpected line from $c->{lang}: $line";
+		my ($org) = $line =~ /^(?:EVENT|RESYNC|SNAPSHOT|TXN|DIGEST) (\S+) / or die "unexpected line from $c->{lang}: $line";
 		push @{ $by_org{$org} }, $line;
 	}
 	return \%by_org;
@@ -241,8 +254,9 @@ publish($node, 'wayne', 3);
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'wayne'), 'ZE001: both deliver wayne 1-3');
 my $wayne_kept = expected_events('wayne', 1, 3);
-# Two more, deleted in the transaction that publishes them: its
-# notification wakes the consumers to events that are no longer kept.
+# Two more, deleted in the transaction that publishes them (but for 5 with
+# eventhub.compaction on, the latest event of their entity): its
+# notification wakes the consumers to a history with a hole at 4.
 $node->safe_psql('postgres', q{
 	BEGIN;
 	SELECT eventhub.publish_event('wayne', 'API', 'UPDATE', 'e', NULL, '{}') FROM generate_series(1, 2);
@@ -250,7 +264,9 @@ $node->safe_psql('postgres', q{
 	COMMIT;
 });
 my @wayne_head = head('wayne');
-is($wayne_head[0], 5, 'ZE001: wayne is at 5, with no event kept');
+is($wayne_head[0], 5, 'ZE001: wayne is at 5');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM eventhub.events WHERE organization_id = 'wayne' AND revision = 4}),
+	'0', 'ZE001: wayne 4 is removed');
 # Each is stopped in its reload as soon as it prints the resync, so that the
 # event is published before the reload ends, however long publishing takes.
 my $stop_at_resync = sub { $_[0]{out} =~ /^RESYNC wayne /m and $_[0]{stopped} ||= kill('STOP', $_[0]{h}{KIDS}[0]{PID}) };
@@ -269,6 +285,219 @@ for my $c (@consumers)
 	is_deeply(lines_by_org($c)->{wayne},
 		[ @$wayne_kept, "RESYNC wayne ZE001 @wayne_head", @{ expected_events('wayne', 6, 6) } ],
 		"ZE001: $c->{lang} resynced to the head it read first, then delivered 6 published during its reload");
+}
+
+# 8. --snapshot.  The application's own state, app_entities, is written in
+# the transactions that publish: the source of truth for the digests.
+ok(reload_settings($node, 'eventhub.compaction = on', worker => 0), 'snapshot: compaction on');
+$node->safe_psql('postgres', q{
+	CREATE TABLE app_entities (organization_id text, event_type text, entity_id text, data jsonb NOT NULL,
+	  PRIMARY KEY (organization_id, event_type, entity_id))});
+
+# publish_app(ORG, [TYPE, ACTION, ID, DATA]...): publishes the events in one
+# transaction, which applies them to app_entities too.
+sub publish_app
+{
+	my ($org, @events) = @_;
+	my $sql = "BEGIN;\n";
+	for my $e (@events)
+	{
+		my ($type, $action, $id, $data) = @$e;
+		$data //= '{}';
+		my $key = join ', ', map { sql_literal($_) } $org, $type, $id;
+		$sql .= publish_sql($org, event_type => $type, action => $action, entity => $id, data => $data);
+		$sql .= $action eq 'DELETE'
+		  ? "DELETE FROM app_entities WHERE (organization_id, event_type, entity_id) = ($key);\n"
+		  : "INSERT INTO app_entities VALUES ($key, " . sql_literal($data) . '::jsonb)'
+		  . " ON CONFLICT (organization_id, event_type, entity_id) DO UPDATE SET data = excluded.data;\n";
+	}
+	$node->safe_psql('postgres', "${sql}COMMIT;");
+}
+
+# The digest of docs/protocol.md's reference consumers over the lines
+# "type\tid\tdata\n" that SQL (columns event_type, entity_id, data) returns.
+sub digest_sql
+{
+	my ($lines) = @_;
+	return "SELECT encode(sha256(convert_to(coalesce(string_agg(line, '' ORDER BY line COLLATE \"C\"), ''), 'UTF8')), 'hex')"
+	  . " FROM (SELECT event_type || E'\\t' || entity_id || E'\\t' || data::text || E'\\n' AS line FROM ($lines) l) l";
+}
+
+# The digest of ORG's snapshot on SERVER (default $node).
+sub snapshot_digest
+{
+	my ($org, $server) = @_;
+	my $lit = sql_literal($org);
+	return ($server // $node)->safe_psql('postgres', digest_sql("SELECT s.event_type, s.entity_id, s.event_data AS data"
+		. " FROM eventhub.snapshot_head($lit) h, eventhub.snapshot_entities($lit, h.revision, max_entities => 100000) s"));
+}
+
+# ORG's digest from app_entities; checked against the server's snapshot.
+sub app_digest
+{
+	my ($org) = @_;
+	my $app = $node->safe_psql('postgres', digest_sql(
+		'SELECT event_type, entity_id, data FROM app_entities WHERE organization_id = ' . sql_literal($org)));
+	is(snapshot_digest($org), $app, "snapshot: the server's snapshot of $org has the application's digest");
+	return $app;
+}
+
+# A consumer's lines of ORG, with a DIGEST repeated by a catch-up that found
+# nothing new (a notification of an event already applied) left out.
+sub snapshot_lines
+{
+	my ($c, $org) = @_;
+	my @lines;
+	for my $line (@{ lines_by_org($c)->{$org} // [] })
+	{
+		push @lines, $line unless $line =~ /^DIGEST / && @lines && $lines[-1] eq $line;
+	}
+	return \@lines;
+}
+
+# stark: entities of two types (ids 'a' < 'B' bytewise only, and non-ASCII),
+# updated, one created and deleted; the cleanup leaves each live entity's
+# latest event only.
+publish_app('stark', [ 'API', 'CREATE', 'a', '{"v": 1}' ], [ 'API', 'CREATE', 'B', '{"v": 1}' ],
+	[ 'Plan', 'CREATE', "\x{e9}t\x{e9}", qq({"v": "caf\x{e9}", "w": [1, 2]}) ]);
+publish_app('stark', [ 'API', 'UPDATE', 'a', '{"v": 2}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'gone', '{}' ]);
+publish_app('stark', [ 'API', 'DELETE', 'gone' ]);
+publish_app('stark', [ 'Plan', 'UPDATE', "\x{e9}t\x{e9}", qq({"w": null, "v": "\x{fc}"}) ]);
+$node->safe_psql('postgres', q{SELECT eventhub.cleanup_events('stark', '-infinity', 'infinity')});
+is($node->safe_psql('postgres', q{SELECT min(revision) > 1 FROM eventhub.events WHERE organization_id = 'stark'}),
+	't', 'snapshot: the cleanup removed stark\'s early history');
+# wonka: its snapshot is refused (ZE004), as after a removal before 0.4.0.
+publish_app('wonka', [ 'API', 'CREATE', 'x', '{}' ]);
+$node->safe_psql('postgres', q{
+	SET eventhub.protect_tables = off;
+	UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'wonka'});
+
+my @stark = head('stark');
+my @wonka = head('wonka');
+my $stark_digest = app_digest('stark');
+@consumers = map {
+	start_consumer($_, { orgs => [qw(stark wonka nobody)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+my $digest_at = sub { my ($org, $rev) = @_; sub { $_[0]{out} =~ /^DIGEST \Q$org\E $rev /m } };
+ok(wait_all(\@consumers, sub { !grep { !$digest_at->(@$_)->($_[0]) } [ 'stark', $stark[0] ], [ 'wonka', $wonka[0] ], [ 'nobody', 0 ] },
+		'snapshot bootstrap'), 'snapshot: both bootstrap');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'), [ "SNAPSHOT stark @stark 3", "DIGEST stark $stark[0] $stark_digest" ],
+		"snapshot: $c->{lang} starts from stark's snapshot, with the application's digest");
+	is_deeply(snapshot_lines($c, 'wonka'),
+		[ "RESYNC wonka ZE004 @wonka", "DIGEST wonka $wonka[0] " . sha256_hex('') ],
+		"snapshot: $c->{lang} falls back to the reload when wonka's snapshot is incomplete");
+	is_deeply(snapshot_lines($c, 'nobody'), [ 'SNAPSHOT nobody 0 - 0', 'DIGEST nobody 0 ' . sha256_hex('') ],
+		"snapshot: $c->{lang} starts an organization never registered from its empty snapshot");
+}
+
+# One transaction of three events: one TXN line, after its events.
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 2}' ], [ 'API', 'DELETE', 'a' ], [ 'Plan', 'CREATE', 'c', '{"v": 3}' ]);
+my @txn = head('stark');
+my $txn_digest = app_digest('stark');
+ok(wait_all(\@consumers, $digest_at->('stark', $txn[0]), 'snapshot transaction'), 'snapshot: both apply the transaction');
+my @stark_lines = (
+	"SNAPSHOT stark @stark 3", "DIGEST stark $stark[0] $stark_digest",
+	@{ expected_events('stark', $stark[0] + 1, $txn[0]) }, sprintf('TXN stark %d %d 3', $stark[0] + 1, $txn[0]),
+	"DIGEST stark $txn[0] $txn_digest");
+is_deeply(snapshot_lines($_, 'stark'), \@stark_lines, "snapshot: $_->{lang} applies the three events as one transaction")
+  for @consumers;
+
+# Stopped, the events after their cursor removed by a cleanup: woken, they
+# resync from a snapshot.
+kill 'STOP', $_->{h}{KIDS}[0]{PID} for @consumers;
+publish_app('stark', [ 'Plan', 'UPDATE', 'c', '{"v": 4}' ]);
+publish_app('stark', [ 'Plan', 'UPDATE', 'c', '{"v": 5}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'd', '{"v": 6}' ]);
+$node->safe_psql('postgres', q{SELECT eventhub.cleanup_events('stark', '-infinity', 'infinity')});
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM eventhub.events WHERE organization_id = 'stark' AND revision = $txn[0] + 1"),
+	'0', 'snapshot: the event after their cursor is removed');
+my @resync = head('stark');
+my $resync_digest = app_digest('stark');
+kill 'CONT', $_->{h}{KIDS}[0]{PID} for @consumers;
+ok(wait_all(\@consumers, $digest_at->('stark', $resync[0]), 'snapshot resync'), 'snapshot: both resync');
+push @stark_lines, "RESYNC stark ZE001 @resync", "SNAPSHOT stark @resync 4", "DIGEST stark $resync[0] $resync_digest";
+is_deeply(snapshot_lines($_, 'stark'), \@stark_lines, "snapshot: $_->{lang} resyncs from a snapshot after ZE001 and converges")
+  for @consumers;
+
+# Killed and restarted: they go on from the entities stored with the
+# cursor, without a snapshot.
+for my $c (@consumers)
+{
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
+my @restart = head('stark');
+my $restart_digest = app_digest('stark');
+@consumers = map {
+	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('stark', $restart[0]), 'snapshot restart'), 'snapshot: both restart');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'),
+		[ @{ expected_events('stark', $resync[0] + 1, $restart[0]) },
+		  sprintf('TXN stark %d %d 2', $resync[0] + 1, $restart[0]), "DIGEST stark $restart[0] $restart_digest" ],
+		"snapshot: $c->{lang} goes on from its stored entities");
+}
+
+# A transaction larger than their batch (1000 events): read in two parts,
+# applied as one.
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT count(eventhub.publish_event('stark', 'Bulk', 'CREATE', i::text, NULL, jsonb_build_object('i', i)))
+	  FROM generate_series(1, 1001) i;
+	INSERT INTO app_entities SELECT 'stark', 'Bulk', i::text, jsonb_build_object('i', i) FROM generate_series(1, 1001) i;
+	COMMIT;
+});
+my @bulk = head('stark');
+my $bulk_digest = app_digest('stark');
+ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0]), 'snapshot bulk'), 'snapshot: both apply the large transaction');
+for my $c (@consumers)
+{
+	my $lines = snapshot_lines($c, 'stark');
+	is_deeply([ @$lines[ 4 .. $#$lines ] ],
+		[ @{ expected_events('stark', $restart[0] + 1, $bulk[0]) },
+		  sprintf('TXN stark %d %d 1001', $restart[0] + 1, $bulk[0]), "DIGEST stark $bulk[0] $bulk_digest" ],
+		"snapshot: $c->{lang} applies a transaction of 1001 events as one");
+}
+
+# A history rewritten under their cursor, as by a failover: one more event
+# applied, then lost and replaced by two others.  Restarted, they resync
+# from a snapshot of two pages.
+publish_app('stark', [ 'API', 'CREATE', 'x', '{"lost": true}' ]);
+ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0] + 1), 'snapshot lost'), 'snapshot: both apply the event to lose');
+for my $c (@consumers)
+{
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+rewrite('stark', $bulk[0], 0);
+$node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 'stark' AND entity_id = 'x'});
+publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
+publish_app('stark', [ 'API', 'CREATE', 'y', '{}' ]);
+my @rewritten = head('stark');
+my $rewritten_digest = app_digest('stark');
+my $entities = $node->safe_psql('postgres', q{SELECT count(*) FROM app_entities WHERE organization_id = 'stark'});
+cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
+@consumers = map {
+	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('stark', $rewritten[0]), 'snapshot rewritten'), 'snapshot: both resync after the rewrite');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'stark'),
+		[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
+		"snapshot: $c->{lang} resyncs from a snapshot after ZE003 and converges");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
 }
 
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
@@ -292,6 +521,43 @@ for my $c (@consumers)
 	note("$c->{lang} stderr:\n$c->{err}");
 	is_deeply(lines_by_org($c)->{umbrella}, expected_events('umbrella', 1, 6, $standby),
 		"standby: $c->{lang} delivered umbrella 1-6, each once, in order");
+}
+
+# A failover with --snapshot: consumers that followed the old primary past
+# what the promoted standby has (an entity only the old primary got),
+# pointed at the new primary, resync from a snapshot there and drop that
+# entity.
+publish($node, 'umbrella', 2, action => 'CREATE', entity => 'old-only', data => '{"old": true}');
+my @old = head('umbrella');
+@consumers = map {
+	start_consumer($_, { orgs => ['umbrella'], cursor => 'failover' }, '--snapshot', '--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('umbrella', $old[0]), 'failover old'), 'failover: both follow the old primary');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'umbrella'),
+		[ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
+		"failover: $c->{lang} starts from the old primary's snapshot");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+}
+my @new = split /\|/, $standby->safe_psql('postgres',
+	"SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'umbrella'");
+my $new_digest = snapshot_digest('umbrella', $standby);
+isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s state differs');
+@consumers = map {
+	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'failover' }, '--snapshot',
+		'--poll-interval-ms', 600_000)
+} @langs;
+ok(wait_all(\@consumers, $digest_at->('umbrella', $new[0]), 'failover new'), 'failover: both resync on the new primary');
+for my $c (@consumers)
+{
+	is_deeply(snapshot_lines($c, 'umbrella'),
+		[ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
+		"failover: $c->{lang} resyncs from the new primary's snapshot and converges");
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
 }
 
 $standby->stop;

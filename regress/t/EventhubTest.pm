@@ -11,6 +11,7 @@ use warnings;
 use Carp;
 use Exporter 'import';
 use IPC::Run;
+use Digest::SHA qw(sha256_hex);
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -26,6 +27,7 @@ our @EXPORT = qw(
   wait_for
   worker_pid wait_for_worker run_maintenance wait_for_maintenance reload_settings
   role_bundles bundle_sql grant_bundle
+  start_pgbench_publishers fold_watch_lines map_digest app_map app_digest
 );
 
 # The staged tree (scripts/test.sh sets EVENTHUB_WORK), the CLI, libeventhub's
@@ -206,6 +208,126 @@ sub finish_cli
 	return $c->{h}->result(0);
 }
 
+# start_pgbench_publishers(NODE, SCRIPT, %opt): pgbench -n running the file
+# SCRIPT in the background (start_process's handle; finish_cli waits for it
+# and returns its status).  Options: clients (4), transactions (per client,
+# 10), seed (--random-seed), define => { NAME => VALUE } (-D), db.
+sub start_pgbench_publishers
+{
+	my ($node, $script, %opt) = @_;
+	my $clients = $opt{clients} // 4;
+	return start_process(
+		[ 'pgbench', '-n', '-c', $clients, '-j', ($clients > 1 ? 2 : 1), '-t', $opt{transactions} // 10,
+			defined $opt{seed} ? ("--random-seed=$opt{seed}") : (),
+			(map { ('-D', "$_=$opt{define}{$_}") } sort keys %{ $opt{define} // {} }),
+			'-f', $script, '-h', $node->host, '-p', $node->port, $opt{db} // 'postgres' ]);
+}
+
+# fold_watch_lines(LINES...): what a consumer holds after the decoded lines of
+# `eventhub watch [--snapshot]` (watch_lines), per organization: { ORG => {
+# map => { "TYPE\tID" => event_data (decoded) }, revision => the last event
+# applied or snapshot ended at, version => its version, snapshots => [ the
+# begin lines of the snapshots that ended ], aborts => N, resyncs => [ resync
+# lines ], events => [ event lines ] } }.  A snapshot's begin starts a new
+# map, its entity lines fill it and its end replaces the organization's map
+# with it (an abort drops it); CREATE and UPDATE set an entity, DELETE
+# removes it.
+sub fold_watch_lines
+{
+	my %org;
+	my %pending;
+	for my $l (@_)
+	{
+		my $o = $org{ $l->{organization_id} } //= { map => {}, revision => 0, snapshots => [], aborts => 0,
+			resyncs => [], events => [] };
+		my $snap = $l->{snapshot} // '';
+		if ($snap eq 'begin')
+		{
+			$pending{ $l->{organization_id} } = { begin => $l, map => {} };
+		}
+		elsif ($snap eq 'end')
+		{
+			my $p = delete $pending{ $l->{organization_id} } or croak 'a snapshot end without its begin';
+			croak "snapshot of $l->{organization_id}: $l->{entities} entities announced, "
+			  . scalar(keys %{ $p->{map} }) . ' received'
+			  unless $l->{entities} == keys %{ $p->{map} };
+			$o->{map} = $p->{map};
+			@$o{qw(revision version)} = @$l{qw(head_revision head_version_id)};
+			push @{ $o->{snapshots} }, $p->{begin};
+		}
+		elsif ($snap eq 'abort')
+		{
+			delete $pending{ $l->{organization_id} };
+			$o->{aborts}++;
+		}
+		elsif ($l->{resync})
+		{
+			push @{ $o->{resyncs} }, $l;
+		}
+		elsif (defined $l->{entity_type})
+		{
+			my $p = $pending{ $l->{organization_id} } or croak 'an entity line outside a snapshot';
+			$p->{map}{"$l->{entity_type}\t$l->{entity_id}"} = $l->{event_data};
+		}
+		else
+		{
+			my $key = "$l->{event_type}\t$l->{entity_id}";
+			if ($l->{action} eq 'DELETE') { delete $o->{map}{$key} }
+			else { $o->{map}{$key} = $l->{event_data} }
+			@$o{qw(revision version)} = @$l{qw(revision version_id)};
+			push @{ $o->{events} }, $l;
+		}
+	}
+	return \%org;
+}
+
+# map_digest(MAP): a digest of an entity map { KEY => event_data (decoded) }:
+# sha256 of its sorted lines "KEY\tDATA\n", DATA in canonical JSON (keys
+# sorted), so that maps decoded from different texts of the same values
+# agree.  Not the reference consumers' digest (app_digest's).
+my $canonical = JSON::PP->new->canonical->allow_nonref;
+
+sub map_digest
+{
+	my ($map) = @_;
+	my $text = join '', sort map { "$_\t" . $canonical->encode($map->{$_}) . "\n" } keys %$map;
+	utf8::encode($text);
+	return sha256_hex($text);
+}
+
+# The result of SQL on NODE (in db), through session (a background_psql of
+# NODE) when given.
+sub query_on
+{
+	my ($node, $sql, %opt) = @_;
+	return $opt{session} ? $opt{session}->query_safe($sql) : $node->safe_psql($opt{db} // 'postgres', $sql);
+}
+
+# app_map(NODE, ORG, %opt): the application's entities of ORG as an entity map
+# for map_digest, read from table (app.entities: organization_id, event_type,
+# entity_id, event_data) in db, or through session (a background_psql).
+sub app_map
+{
+	my ($node, $org, %opt) = @_;
+	my $rows = query_on($node,
+		'SELECT json_agg(json_build_array(event_type, entity_id, event_data)) FROM '
+		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org), %opt);
+	return { map { ("$_->[0]\t$_->[1]" => $_->[2]) } @{ $rows eq '' ? [] : $json->decode($rows) } };
+}
+
+# app_digest(NODE, ORG, %opt): the digest the reference consumers print
+# (docs/protocol.md): sha256 of the bytewise sorted lines "TYPE\tID\tDATA\n",
+# DATA the server's text of event_data, over app_map's table (options as
+# app_map's).
+sub app_digest
+{
+	my ($node, $org, %opt) = @_;
+	return query_on($node,
+		q{SELECT encode(sha256(convert_to(coalesce(string_agg(l, '' ORDER BY l COLLATE "C"), ''), 'UTF8')), 'hex')}
+		  . q{ FROM (SELECT event_type || E'\t' || entity_id || E'\t' || event_data::text || E'\n' AS l FROM }
+		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org) . ') s', %opt);
+}
+
 # notifications_in(TEXT): the notifications psql printed in TEXT, in order, as
 # { channel, payload, pid, line } (line: its index among TEXT's lines).
 sub notifications_in
@@ -330,7 +452,8 @@ sub run_maintenance
 # wait_for_maintenance(NODE, %opt): true once the worker (of db) has run
 # `cycles` (1) cycles that started after the call, so that what had expired is
 # gone: it writes a marker event just past the retention and waits for its
-# deletion (oldest go first).  False after timeout_default.
+# deletion (oldest go first; a lone tombstone, which compaction lets go).
+# False after timeout_default.
 my $marker_seq = 0;
 
 sub wait_for_maintenance
@@ -343,7 +466,7 @@ sub wait_for_maintenance
 		$node->safe_psql($db, qq{${su}BEGIN;
 SET LOCAL eventhub.protect_tables = off;
 INSERT INTO eventhub.events
-SELECT 'eventhub-test-marker', $marker_seq, gen_random_uuid(), t, t, 'API', 'UPDATE', 'e', '$corr', '{}'
+SELECT 'eventhub-test-marker', $marker_seq, gen_random_uuid(), t, t, 'API', 'DELETE', '$corr', '$corr', 'null'
   FROM (SELECT clock_timestamp() - current_setting('eventhub.retention')::interval
                - interval '1 millisecond' AS t) s;
 COMMIT;});
