@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: measure eventhub on one throwaway cluster and print one table.
 #
-#   bench/run.sh                       full sizes (about 15 minutes on 2 cores)
+#   bench/run.sh                       full sizes (about 12 minutes on 2 cores)
 #   BENCH_SCALE=smoke bench/run.sh     tiny sizes, about a minute (make test)
 #   BENCH_ONLY="8 9" bench/run.sh      only the measurements numbered 8 and 9
 #
