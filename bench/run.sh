@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # make bench: measure eventhub on one throwaway cluster and print one table.
 #
-#   bench/run.sh                       full sizes (about 7 minutes on 2 cores)
-#   BENCH_SCALE=smoke bench/run.sh     tiny sizes, under a minute (make test)
+#   bench/run.sh                       full sizes (about 12 minutes on 2 cores)
+#   BENCH_SCALE=smoke bench/run.sh     tiny sizes, about a minute (make test)
+#   BENCH_ONLY="8 9" bench/run.sh      only the measurements numbered 8 and 9
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
+#   BENCH_ONLY   the numbers of the measurements to run (1-9, separated by
+#                spaces or commas); default all
 #   BENCH_JSON   where to write the figures as JSON; default
 #                bench/results.json under the directory it was called from.
 #                With gnuplot installed, the latency plot goes next to it
@@ -30,6 +33,12 @@ if [ "${1:-}" != "--inner" ]; then
 		exit 2
 		;;
 	esac
+	only=${BENCH_ONLY:-}
+	case $only in *[!0-9,\ ]*)
+		echo "bench: BENCH_ONLY must list measurement numbers (1-9), not '$only'" >&2
+		exit 2
+		;;
+	esac
 	json=${BENCH_JSON:-bench/results.json}
 	case $json in /*) ;; *) json=$PWD/$json ;; esac
 	mkdir -p "$(dirname "$json")"
@@ -51,7 +60,7 @@ if [ "${1:-}" != "--inner" ]; then
 	hand_over "$work"
 	# In the background, so that a SIGTERM or SIGINT here reaches the inner run
 	# (which then stops its cluster) before the staging directory goes.
-	"${AS_USER[@]}" env BENCH_SCALE="$scale" PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
+	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
 	child=$!
 	trap 'kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; exit 130' INT TERM
 	wait "$child"
@@ -71,6 +80,8 @@ bin=$work/eh_bench
 out=$work/out
 mkdir -p "$out"
 export PGDATABASE=postgres
+# want N: whether measurement N runs (BENCH_ONLY).
+want() { [ -z "${BENCH_ONLY:-}" ] || [[ " ${BENCH_ONLY//,/ } " == *" $1 "* ]]; }
 
 case ${BENCH_SCALE:-full} in
 full)
@@ -87,6 +98,9 @@ full)
 	POLLERS=16
 	POLL_SLOW_RATE=20 POLL_SLOW_T=8
 	POLL_FAST_RATE=50 POLL_FAST_T=4
+	SNAP_SMALL=100000 SNAP_BIG=1000000   # entities of the two snapshot organizations
+	SNAP_ROUNDS=3
+	COMPACTION_ROUNDS=7
 	;;
 smoke)
 	T_TPS=1
@@ -102,6 +116,9 @@ smoke)
 	POLLERS=4
 	POLL_SLOW_RATE=10 POLL_SLOW_T=1
 	POLL_FAST_RATE=20 POLL_FAST_T=1
+	SNAP_SMALL=2000 SNAP_BIG=20000
+	SNAP_ROUNDS=1
+	COMPACTION_ROUNDS=1
 	;;
 esac
 CHUNK_T=2
@@ -230,8 +247,9 @@ SELECT eventhub.register_organization(o)
   FROM (SELECT 'bench-' || g FROM generate_series(0, 63) g
         UNION ALL VALUES ('bench-shared'), ('lat-org'), ('poll-org')) AS t(o);
 EOF
-[ "$(q -c "SELECT count(*) FROM pg_indexes WHERE schemaname = 'bench' AND tablename = 'bare_events'")" = 3 ] ||
-	fail "the baseline table does not have the 3 indexes of eventhub.events"
+[ "$(q -c "SELECT count(*) FILTER (WHERE schemaname = 'bench') = count(*) FILTER (WHERE schemaname = 'eventhub')
+	FROM pg_indexes WHERE tablename IN ('bare_events', 'events')")" = t ] ||
+	fail "the baseline table does not have the indexes of eventhub.events"
 mode=$(q -c "SELECT eventhub.notification_mode()")
 [ "$mode" = worker ] || fail "notification mode is '$mode', not 'worker': is eventhub in shared_preload_libraries?"
 
@@ -270,35 +288,37 @@ jadd() { json_items+=("\"$1\": $2"); }
 row "0. notification mode (eventhub.notification_mode())" "$mode"
 
 # ------------------------------------------- 1. publish vs bare INSERT and PgQ
-say "1/7 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
-json1=()
-for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
-	read -r c v fsync <<<"$point"
-	scripts=("bare_$v.sql" "publish_$v.sql" pgq.sql)
-	[ "$v" = own ] && [ "$fsync" = off ] && scripts+=(floor_own.sql)
-	[ "$fsync" = on ] && reload_conf "ALTER SYSTEM SET fsync = on"
-	tps_rounds "${c}_${v}_fsync_$fsync" "$c" "${scripts[@]}"
-	[ "$fsync" = on ] && reload_conf "ALTER SYSTEM RESET fsync"
-	label="$c $(plural "$c" client), $([ $v = own ] && echo "organization per client" || echo "one organization")"
-	[ "$fsync" = on ] && label+=", fsync on"
-	bare=${TPS[bare_$v.sql]} pub=${TPS[publish_$v.sql]} pgq=${TPS[pgq.sql]}
-	tgt=
-	[ $v = own ] && { [ "$c" = 1 ] && tgt=0.75 || tgt=0.8; }
-	ratio_row "1. publish/bare INSERT, $label" "$pub" "$bare" "$tgt"
-	r_bare=$RATIO
-	tgt=
-	[ "$c" = 8 ] && [ $v = own ] && tgt=0.8
-	ratio_row "1. publish/PgQ insert_event, $label" "$pub" "$pgq" "$tgt"
-	r_pgq=$RATIO
-	floor=null r_floor=null
-	if [ "${#scripts[@]}" = 4 ]; then
-		floor=${TPS[floor_own.sql]}
-		ratio_row "1. (floor) its UPDATE + INSERT as one plain statement/bare, $label" "$floor" "$bare"
-		r_floor=$RATIO
-	fi
-	json1+=("{\"clients\": $c, \"organizations\": \"$v\", \"fsync\": \"$fsync\", \"publish_tps\": $pub, \"bare_insert_tps\": $bare, \"pgq_tps\": $pgq, \"floor_tps\": $floor, \"ratio_bare\": $r_bare, \"ratio_pgq\": $r_pgq, \"ratio_floor\": $r_floor}")
-done
-jadd publish_throughput "[$(IFS=,; echo "${json1[*]}")]"
+if want 1; then
+	say "1/9 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	json1=()
+	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
+		read -r c v fsync <<<"$point"
+		scripts=("bare_$v.sql" "publish_$v.sql" pgq.sql)
+		[ "$v" = own ] && [ "$fsync" = off ] && scripts+=(floor_own.sql)
+		[ "$fsync" = on ] && reload_conf "ALTER SYSTEM SET fsync = on"
+		tps_rounds "${c}_${v}_fsync_$fsync" "$c" "${scripts[@]}"
+		[ "$fsync" = on ] && reload_conf "ALTER SYSTEM RESET fsync"
+		label="$c $(plural "$c" client), $([ $v = own ] && echo "organization per client" || echo "one organization")"
+		[ "$fsync" = on ] && label+=", fsync on"
+		bare=${TPS[bare_$v.sql]} pub=${TPS[publish_$v.sql]} pgq=${TPS[pgq.sql]}
+		tgt=
+		[ $v = own ] && { [ "$c" = 1 ] && tgt=0.75 || tgt=0.8; }
+		ratio_row "1. publish/bare INSERT, $label" "$pub" "$bare" "$tgt"
+		r_bare=$RATIO
+		tgt=
+		[ "$c" = 8 ] && [ $v = own ] && tgt=0.8
+		ratio_row "1. publish/PgQ insert_event, $label" "$pub" "$pgq" "$tgt"
+		r_pgq=$RATIO
+		floor=null r_floor=null
+		if [ "${#scripts[@]}" = 4 ]; then
+			floor=${TPS[floor_own.sql]}
+			ratio_row "1. (floor) its UPDATE + INSERT as one plain statement/bare, $label" "$floor" "$bare"
+			r_floor=$RATIO
+		fi
+		json1+=("{\"clients\": $c, \"organizations\": \"$v\", \"fsync\": \"$fsync\", \"publish_tps\": $pub, \"bare_insert_tps\": $bare, \"pgq_tps\": $pgq, \"floor_tps\": $floor, \"ratio_bare\": $r_bare, \"ratio_pgq\": $r_pgq, \"ratio_floor\": $r_floor}")
+	done
+	jadd publish_throughput "[$(IFS=,; echo "${json1[*]}")]"
+fi
 
 # sub_run NAME ORG CLIENTS LISTEN POLL_MS DRAIN_S PUBLISH_ARGS...: start
 # eh_bench sub, wait until every client is connected and at the head,
@@ -326,51 +346,55 @@ sub_run() {
 }
 
 # ---------------------------------------- 2. publish-to-callback latency
-say "2/7 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
-json2=()
-for n in $LAT_SUBS; do
-	sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
-	f=$out/sub_listen_$n.out
-	p99=$(kv "$f" p99)
-	achieved=$(printf %.0f "$(tps_of "$out/pub_listen_$n.log")")
-	tgt="" ver=""
-	case $n in
-	16) tgt=5 ;;
-	64) tgt=20 ;;
-	esac
-	[ -n "$tgt" ] && ver=$(awk "BEGIN { print ($p99 <= $tgt) ? \"PASS\" : \"MISS\" }") && tgt="p99 <= $tgt ms"
-	row "2. publish-to-callback ms p50/p95/p99/max, $n $(plural "$n" subscriber) (${achieved}/s published)" \
-		"$(kv "$f" p50)/$(kv "$f" p95)/$p99/$(kv "$f" max)" "$tgt" "$ver"
-	# Queries per delivered event: below 1 when a wake-up brings several.
-	fpe=$(calc "$(kv "$f" fetches) / $(kv "$f" count)")
-	row "2. events_since queries per event delivered, $n $(plural "$n" subscriber)" "$fpe"
-	json2+=("{\"subscribers\": $n, \"rate_per_s\": $LAT_RATE, \"achieved_rate_per_s\": $achieved, \"events_delivered\": $(kv "$f" count), \"fetches\": $(kv "$f" fetches), \"notifications\": $(kv "$f" notifications), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $p99, \"max_ms\": $(kv "$f" max)}")
-done
-jadd callback_latency "[$(IFS=,; echo "${json2[*]}")]"
+if want 2; then
+	say "2/9 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+	json2=()
+	for n in $LAT_SUBS; do
+		sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
+		f=$out/sub_listen_$n.out
+		p99=$(kv "$f" p99)
+		achieved=$(printf %.0f "$(tps_of "$out/pub_listen_$n.log")")
+		tgt="" ver=""
+		case $n in
+		16) tgt=5 ;;
+		64) tgt=20 ;;
+		esac
+		[ -n "$tgt" ] && ver=$(awk "BEGIN { print ($p99 <= $tgt) ? \"PASS\" : \"MISS\" }") && tgt="p99 <= $tgt ms"
+		row "2. publish-to-callback ms p50/p95/p99/max, $n $(plural "$n" subscriber) (${achieved}/s published)" \
+			"$(kv "$f" p50)/$(kv "$f" p95)/$p99/$(kv "$f" max)" "$tgt" "$ver"
+		# Queries per delivered event: below 1 when a wake-up brings several.
+		fpe=$(calc "$(kv "$f" fetches) / $(kv "$f" count)")
+		row "2. events_since queries per event delivered, $n $(plural "$n" subscriber)" "$fpe"
+		json2+=("{\"subscribers\": $n, \"rate_per_s\": $LAT_RATE, \"achieved_rate_per_s\": $achieved, \"events_delivered\": $(kv "$f" count), \"fetches\": $(kv "$f" fetches), \"notifications\": $(kv "$f" notifications), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $p99, \"max_ms\": $(kv "$f" max)}")
+	done
+	jadd callback_latency "[$(IFS=,; echo "${json2[*]}")]"
+fi
 
 # ------------------------------------------------- 3. cost of NOTIFY
-say "3/7 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
-without=() with=() consumed=0
-for ((r = 0; r < ROUNDS; r++)); do
-	tps_point "$out/notify_0_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
-	rm -f "$work/ctl" "$work/ready"
-	mkfifo "$work/ctl"
-	"$bin" listen -n "$LISTENERS" -r "$work/ready" <"$work/ctl" >"$out/listen_$r.out" 2>"$out/listen_$r.err" &
-	lpid=$!
-	bgpids+=("$lpid")
-	exec 3>"$work/ctl"
-	wait_file "$work/ready" "$lpid" || fail "listeners did not get ready: $(cat "$out/listen_$r.err")"
-	tps_point "$out/notify_n_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
-	exec 3>&-
-	wait "$lpid" || fail "eh_bench listen failed: $(cat "$out/listen_$r.err")"
-	without+=("$(tps_of "$out/notify_0_$r.log")")
-	with+=("$(tps_of "$out/notify_n_$r.log")")
-	consumed=$((consumed + $(kv "$out/listen_$r.out" notifications)))
-done
-t0=$(median "${without[@]}")
-tn=$(median "${with[@]}")
-ratio_row "3. publish tps with $LISTENERS idle listeners / with none, 8 clients" "$tn" "$t0" 0.9
-jadd notify_cost "{\"clients\": 8, \"listeners\": $LISTENERS, \"tps_without\": $t0, \"tps_with\": $tn, \"ratio\": $RATIO, \"notifications_consumed\": $consumed}"
+if want 3; then
+	say "3/9 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
+	without=() with=() consumed=0
+	for ((r = 0; r < ROUNDS; r++)); do
+		tps_point "$out/notify_0_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
+		rm -f "$work/ctl" "$work/ready"
+		mkfifo "$work/ctl"
+		"$bin" listen -n "$LISTENERS" -r "$work/ready" <"$work/ctl" >"$out/listen_$r.out" 2>"$out/listen_$r.err" &
+		lpid=$!
+		bgpids+=("$lpid")
+		exec 3>"$work/ctl"
+		wait_file "$work/ready" "$lpid" || fail "listeners did not get ready: $(cat "$out/listen_$r.err")"
+		tps_point "$out/notify_n_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
+		exec 3>&-
+		wait "$lpid" || fail "eh_bench listen failed: $(cat "$out/listen_$r.err")"
+		without+=("$(tps_of "$out/notify_0_$r.log")")
+		with+=("$(tps_of "$out/notify_n_$r.log")")
+		consumed=$((consumed + $(kv "$out/listen_$r.out" notifications)))
+	done
+	t0=$(median "${without[@]}")
+	tn=$(median "${with[@]}")
+	ratio_row "3. publish tps with $LISTENERS idle listeners / with none, 8 clients" "$tn" "$t0" 0.9
+	jadd notify_cost "{\"clients\": 8, \"listeners\": $LISTENERS, \"tps_without\": $t0, \"tps_with\": $tn, \"ratio\": $RATIO, \"notifications_consumed\": $consumed}"
+fi
 
 # load_backlog ORG N AGE: N events at revisions 1..N, processed AGE ago,
 # inserted directly (as superuser, with the write guard off), with
@@ -390,45 +414,49 @@ EOF
 }
 
 # --------------------------------------------------- 4. catch-up and reads
-small=$((CATCHUP / 10))
-say "4/7 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
-load_backlog catchup-big "$CATCHUP" '0 s'
-load_backlog catchup-small "$small" '0 s'
-q -c "VACUUM ANALYZE eventhub.events" >/dev/null
-"$bin" catchup -o catchup-small -e "$small" >"$out/catchup_small.out" 2>&1 || fail "catch-up failed: $(cat "$out/catchup_small.out")"
-"$bin" catchup -o catchup-big -e "$CATCHUP" >"$out/catchup_big.out" 2>&1 || fail "catch-up failed: $(cat "$out/catchup_big.out")"
-eps=$(kv "$out/catchup_big.out" events_per_s)
-eps_small=$(kv "$out/catchup_small.out" events_per_s)
-rss_big=$(kv "$out/catchup_big.out" maxrss_kb)
-rss_small=$(kv "$out/catchup_small.out" maxrss_kb)
-rss_ratio=$(calc "$rss_big / $rss_small")
-row "4. catch-up events/s, $CATCHUP behind" "$eps" ">= 50000" "$(verdict "$eps" 50000)"
-row "4. peak RSS kB, $CATCHUP / $small behind" "$rss_big / $rss_small (x$rss_ratio)" "flat (<= 1.25x)" \
-	"$(awk "BEGIN { print ($rss_ratio <= 1.25) ? \"PASS\" : \"MISS\" }")"
-# Pages of 1000 events from random cursors: the function against the query
-# it answers (same rows, same order, same columns).
-printf '%s\n' "\\set r random(0, $((CATCHUP - 1000)))" \
-	"SELECT * FROM eventhub.events_since('catchup-big', :r, 1000);" >"$work/read_events_since.sql"
-printf '%s\n' "\\set r random(0, $((CATCHUP - 1000)))" \
-	"SELECT * FROM eventhub.events WHERE organization_id = 'catchup-big' AND revision > :r ORDER BY revision LIMIT 1000;" \
-	>"$work/read_select.sql"
-T_TPS_SAVED=$T_TPS T_TPS=$T_READ
-tps_rounds read 1 read_select.sql read_events_since.sql
-T_TPS=$T_TPS_SAVED
-ratio_row "4. events_since/plain SELECT, pages of 1000 events, 1 client" "${TPS[read_events_since.sql]}" "${TPS[read_select.sql]}" 0.95
-jadd catch_up "{\"backlog\": $CATCHUP, \"events_per_s\": $eps, \"maxrss_kb\": $rss_big, \"small_backlog\": $small, \"small_events_per_s\": $eps_small, \"small_maxrss_kb\": $rss_small, \"rss_ratio\": $rss_ratio, \"events_since_pages_per_s\": ${TPS[read_events_since.sql]}, \"select_pages_per_s\": ${TPS[read_select.sql]}, \"read_ratio\": $RATIO}"
+if want 4; then
+	small=$((CATCHUP / 10))
+	say "4/9 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+	load_backlog catchup-big "$CATCHUP" '0 s'
+	load_backlog catchup-small "$small" '0 s'
+	q -c "VACUUM ANALYZE eventhub.events" >/dev/null
+	"$bin" catchup -o catchup-small -e "$small" >"$out/catchup_small.out" 2>&1 || fail "catch-up failed: $(cat "$out/catchup_small.out")"
+	"$bin" catchup -o catchup-big -e "$CATCHUP" >"$out/catchup_big.out" 2>&1 || fail "catch-up failed: $(cat "$out/catchup_big.out")"
+	eps=$(kv "$out/catchup_big.out" events_per_s)
+	eps_small=$(kv "$out/catchup_small.out" events_per_s)
+	rss_big=$(kv "$out/catchup_big.out" maxrss_kb)
+	rss_small=$(kv "$out/catchup_small.out" maxrss_kb)
+	rss_ratio=$(calc "$rss_big / $rss_small")
+	row "4. catch-up events/s, $CATCHUP behind" "$eps" ">= 50000" "$(verdict "$eps" 50000)"
+	row "4. peak RSS kB, $CATCHUP / $small behind" "$rss_big / $rss_small (x$rss_ratio)" "flat (<= 1.25x)" \
+		"$(awk "BEGIN { print ($rss_ratio <= 1.25) ? \"PASS\" : \"MISS\" }")"
+	# Pages of 1000 events from random cursors: the function against the query
+	# it answers (same rows, same order, same columns).
+	printf '%s\n' "\\set r random(0, $((CATCHUP - 1000)))" \
+		"SELECT * FROM eventhub.events_since('catchup-big', :r, 1000);" >"$work/read_events_since.sql"
+	printf '%s\n' "\\set r random(0, $((CATCHUP - 1000)))" \
+		"SELECT * FROM eventhub.events WHERE organization_id = 'catchup-big' AND revision > :r ORDER BY revision LIMIT 1000;" \
+		>"$work/read_select.sql"
+	T_TPS_SAVED=$T_TPS T_TPS=$T_READ
+	tps_rounds read 1 read_select.sql read_events_since.sql
+	T_TPS=$T_TPS_SAVED
+	ratio_row "4. events_since/plain SELECT, pages of 1000 events, 1 client" "${TPS[read_events_since.sql]}" "${TPS[read_select.sql]}" 0.95
+	jadd catch_up "{\"backlog\": $CATCHUP, \"events_per_s\": $eps, \"maxrss_kb\": $rss_big, \"small_backlog\": $small, \"small_events_per_s\": $eps_small, \"small_maxrss_kb\": $rss_small, \"rss_ratio\": $rss_ratio, \"events_since_pages_per_s\": ${TPS[read_events_since.sql]}, \"select_pages_per_s\": ${TPS[read_select.sql]}, \"read_ratio\": $RATIO}"
+fi
 
 # ------------------------------------------------ 5. creating organizations
 # One session that started while organization_states was small creates
 # NEW_ORGS organizations; then, after ANALYZE, a fresh session creates as
 # many more.  A plan kept from the small table must not slow the first.
-say "5/7 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
-tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
-q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
-tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
-ratio_row "5. creating organizations: session from a small table/fresh session after ANALYZE" \
-	"$(tps_of "$out/new_orgs_old.log")" "$(tps_of "$out/new_orgs_fresh.log")" 0.8
-jadd organization_creation "{\"organizations\": $NEW_ORGS, \"old_session_per_s\": $(tps_of "$out/new_orgs_old.log"), \"fresh_session_per_s\": $(tps_of "$out/new_orgs_fresh.log"), \"ratio\": $RATIO}"
+if want 5; then
+	say "5/9 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+	tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
+	q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
+	tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
+	ratio_row "5. creating organizations: session from a small table/fresh session after ANALYZE" \
+		"$(tps_of "$out/new_orgs_old.log")" "$(tps_of "$out/new_orgs_fresh.log")" 0.8
+	jadd organization_creation "{\"organizations\": $NEW_ORGS, \"old_session_per_s\": $(tps_of "$out/new_orgs_old.log"), \"fresh_session_per_s\": $(tps_of "$out/new_orgs_fresh.log"), \"ratio\": $RATIO}"
+fi
 
 # ------------------------------------------------------- 6. retention
 # chunks PREFIX STOPFILE MAX: pgbench in ${CHUNK_T} s chunks at a steady rate
@@ -447,7 +475,7 @@ chunks() {
 # against p99 just before it.
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid
-	say "6/7 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/9 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -494,22 +522,207 @@ retention_point() {
 		"$(awk "BEGIN { print ($pr <= 2) ? \"PASS\" : \"MISS\" }")"
 	jadd "retention_$name" "{\"backlog\": $RETENTION, \"batch_size\": $batch, \"batch_delay_ms\": $delay, \"deleted\": $deleted, \"transactions\": $xacts, \"seconds\": $secs, \"rows_per_s\": $rps, \"publish_rate_per_s\": $RET_RATE, \"clients\": $RET_CLIENTS, \"p99_ms_without\": $b99, \"p99_ms_during\": $c99, \"p99_ratio\": $pr, \"samples_without\": $(kv "$out/ret_base_$name.out" count), \"samples_during\": $(kv "$out/ret_clean_$name.out" count)}"
 }
-retention_point default "defaults (batch 10000, the worker paces itself)" 10000 -1
-retention_point gentle "batch 2000, delay 50ms" 2000 50
-reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"
+if want 6; then
+	retention_point default "defaults (batch 10000, the worker paces itself)" 10000 -1
+	retention_point gentle "batch 2000, delay 50ms" 2000 50
+	reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"
+fi
 
 # ----------------------------------------------------- 7. poll fallback
-say "7/7 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
-json6=()
-for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
-	read -r poll rate t <<<"$spec"
-	sub_run "poll_$poll" poll-org "$POLLERS" 0 "$poll" $((poll * 2 / 1000 + 10)) -c 1 -R "$rate" -T "$t" -f "$work/publish_poll-org.sql"
-	f=$out/sub_poll_$poll.out
-	row "7. poll ${poll} ms: delivery ms p50/p99/max; polls/s" \
-		"$(kv "$f" p50)/$(kv "$f" p99)/$(kv "$f" max); $(kv "$f" polls_per_s)"
-	json6+=("{\"poll_interval_ms\": $poll, \"pollers\": $POLLERS, \"events_delivered\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p99_ms\": $(kv "$f" p99), \"max_ms\": $(kv "$f" max), \"polls_per_s\": $(kv "$f" polls_per_s)}")
-done
-jadd poll_fallback "[$(IFS=,; echo "${json6[*]}")]"
+if want 7; then
+	say "7/9 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+	json6=()
+	for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
+		read -r poll rate t <<<"$spec"
+		sub_run "poll_$poll" poll-org "$POLLERS" 0 "$poll" $((poll * 2 / 1000 + 10)) -c 1 -R "$rate" -T "$t" -f "$work/publish_poll-org.sql"
+		f=$out/sub_poll_$poll.out
+		row "7. poll ${poll} ms: delivery ms p50/p99/max; polls/s" \
+			"$(kv "$f" p50)/$(kv "$f" p99)/$(kv "$f" max); $(kv "$f" polls_per_s)"
+		json6+=("{\"poll_interval_ms\": $poll, \"pollers\": $POLLERS, \"events_delivered\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p99_ms\": $(kv "$f" p99), \"max_ms\": $(kv "$f" max), \"polls_per_s\": $(kv "$f" polls_per_s)}")
+	done
+	jadd poll_fallback "[$(IFS=,; echo "${json6[*]}")]"
+fi
+
+# ------------------------------------------- 8. publish cost of compaction
+# eventhub.compaction changes only what retention deletes; what compaction
+# costs a publish is the index it needs, events_entity_idx (one more btree
+# insert).  So: publish with the index as installed against publish with it
+# dropped, in the same database (the one the notifier worker serves), in
+# COMPACTION_ROUNDS rounds of alternating order (with, without; without, with; ...),
+# the index built again between rounds; the median of each counts.
+entity_index_on() {
+	q -c "SET client_min_messages = warning" -c "CREATE INDEX IF NOT EXISTS events_entity_idx ON eventhub.events (organization_id, event_type, entity_id, revision)" \
+		-c CHECKPOINT >/dev/null || fail "creating events_entity_idx failed"
+}
+entity_index_off() {
+	q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS eventhub.events_entity_idx" -c CHECKPOINT >/dev/null || fail "dropping events_entity_idx failed"
+}
+if want 8; then
+	say "8/9 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
+	printf '%s\n' "\\set e random(1, 100000)" \
+		"SELECT eventhub.publish_event('bench-' || :client_id, 'API', 'UPDATE', 'api-' || :e, NULL, '$data');" \
+		>"$work/publish_many.sql"
+	json8=()
+	for point in "1 publish_own.sql" "8 publish_own.sql" "8 publish_many.sql"; do
+		read -r c f <<<"$point"
+		on=() off=() pairs=()
+		for ((r = 0; r < COMPACTION_ROUNDS; r++)); do
+			for idx in $( ((r % 2 == 0)) && echo "on off" || echo "off on"); do
+				"entity_index_$idx"
+				tps_point "$out/compaction_${c}_${f%.sql}_${idx}_$r.log" -c "$c" -j "$(pgjobs "$c")" -T "$T_TPS" -f "$work/$f"
+				v=$(tps_of "$out/compaction_${c}_${f%.sql}_${idx}_$r.log")
+				[ "$idx" = on ] && on+=("$v") || off+=("$v")
+			done
+			pairs+=("$(calc "${on[r]} / ${off[r]}")")
+		done
+		entity_index_on
+		t_on=$(median "${on[@]}")
+		t_off=$(median "${off[@]}")
+		# The median of each round's ratio: the two points of a round ran
+		# back to back, so the load the machine's other users add cancels
+		# better than between the medians of each.
+		RATIO=$(median "${pairs[@]}")
+		spread="$(printf '%s\n' "${pairs[@]}" | sort -g | sed -n '1p;$p' | paste -sd-)"
+		label="$c $(plural "$c" client), organization per client, $([ "$f" = publish_own.sql ] && echo "one entity" || echo "100000 entities") each"
+		row "8. publish with events_entity_idx (compaction)/without, $label" \
+			"$RATIO ($(printf %.0f "$t_on")/$(printf %.0f "$t_off") tps; rounds $spread)" ">= 0.95" "$(verdict "$RATIO" 0.95)"
+		json8+=("{\"clients\": $c, \"entities_per_organization\": $([ "$f" = publish_own.sql ] && echo 1 || echo 100000), \"tps_with_index\": $t_on, \"tps_without_index\": $t_off, \"ratio\": $RATIO, \"round_ratios\": [$(IFS=,; echo "${pairs[*]}")], \"rounds_with\": [$(IFS=,; echo "${on[*]}")], \"rounds_without\": [$(IFS=,; echo "${off[*]}")]}")
+	done
+	jadd compaction_publish "[$(IFS=,; echo "${json8[*]}")]"
+fi
+
+# ------------------------------------------------------- 9. snapshots
+# Two organizations of SNAP_SMALL and SNAP_BIG entities (one event each, so
+# that the snapshot and a plain SELECT of the organization's events return
+# the same rows), published with publish_event in transactions of 1,000, in
+# a database of their own.  Each round reads them once with each reader:
+# the plain SELECT of the same rows and columns streamed to the client (the
+# baseline), the same in the snapshot's order (ORDER BY event_type,
+# entity_id), and the library's snapshot (eh_subscribe with
+# EH_FROM_SNAPSHOT; when this build of eh_bench has none, the SQL functions
+# called directly as the library calls them): as configured, with jit =
+# off, and with pages of 10,000 instead of 1,000.
+# Peak memory: the server backend's RssAnon (sampled every 10 ms by
+# eh_bench) and the client's maxrss, the largest over the rounds.
+# Then the retention pass over the kept entities: compaction on, every event
+# expired, nothing removable.
+#
+# snap_build ORG N: N entities of ORG, 1,000 publishes per transaction.
+# Not more: every publish updates the organization's head row, and the
+# versions of that row one transaction leaves pile up in one HOT chain that
+# each later publish in it walks, so a transaction's publishes to one
+# organization cost O(n^2) (10,000 per transaction run at a third of the
+# rate of 1,000).
+snap_build() {
+	local org=$1 n=$2 a
+	for ((a = 1; a <= n; a += 1000)); do
+		echo "SELECT count(eventhub.publish_event('$org', (ARRAY['API', 'Plugin', 'Route', 'Service'])[g % 4 + 1], 'CREATE', 'e-' || g, NULL, jsonb_build_object('context', '/weather', 'version', 'v2', 'upstream', 'http://weather.internal:8080', 'n', g))) FROM generate_series($a, $((a + 999 < n ? a + 999 : n))) g;"
+	done | PGDATABASE=snapshots q >/dev/null
+}
+if want 9; then
+	say "9/9 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+	# Retention of 1 s with compaction on, in force before the build, so that
+	# the worker's pass at this reload (over the postgres database) overlaps
+	# the build and not the measurements.  Two events of one entity there
+	# make sure it has something to delete, so it logs the end of its pass.
+	skip=$(grep -c 'eventhub retention deleted' "$work/cluster/server.log" || true)
+	q -c "SELECT eventhub.publish_event('bench-shared', 'API', 'UPDATE', 'superseded', NULL, '{}') FROM generate_series(1, 2)" >/dev/null
+	sleep 1.1
+	reload_conf "ALTER SYSTEM SET eventhub.compaction = on" "ALTER SYSTEM SET eventhub.retention = '1s'"
+	q -c "CREATE DATABASE snapshots" >/dev/null
+	PGDATABASE=snapshots q -c "CREATE EXTENSION eventhub" >/dev/null
+	t_build=$SECONDS
+	# The two side by side (each organization's publishes are serial anyway).
+	snap_build snap-small "$SNAP_SMALL" &
+	spid=$!
+	bgpids+=("$spid")
+	snap_build snap-big "$SNAP_BIG" || fail "publishing the entities of snap-big failed"
+	wait "$spid" || fail "publishing the entities of snap-small failed"
+	t_build=$((SECONDS - t_build))
+	PGDATABASE=snapshots q -c "VACUUM ANALYZE eventhub.events" -c CHECKPOINT >/dev/null
+	worker_pass_logged() { [ "$(grep -c 'eventhub retention deleted' "$work/cluster/server.log" || true)" -gt "$skip" ]; }
+	wait_until "the worker's retention pass at the reload" worker_pass_logged
+	# The snapshot, also with jit = off (the page query's generic plan is
+	# costed for the whole organization, so PostgreSQL compiles it with
+	# LLVM for every page unless JIT is off), and with pages of 10,000.
+	usage=$("$bin" 2>&1 || true)
+	if [[ $usage == *"eh_bench snapshot "* ]]; then
+		lib=snapshot
+	else
+		lib=snapshot-sql
+		say "this eh_bench has no library snapshot mode: the snapshot rows are the SQL functions called directly"
+	fi
+	readers="select select-ordered $lib $lib-jit-off $lib-10000"
+	declare -A SNAP
+	json9=()
+	for size in small big; do
+		[ $size = small ] && n=$SNAP_SMALL || n=$SNAP_BIG
+		for ((r = 0; r < SNAP_ROUNDS; r++)); do
+			for m in $readers; do
+				args=(-o "snap-$size" -e "$n")
+				opts=
+				case $m in
+				select-ordered) args+=(-s) ;;
+				*-jit-off) opts="-c jit=off" ;;
+				*-10000) args+=(-P 10000) ;;
+				esac
+				rmode=${m%-jit-off}
+				rmode=${rmode%-10000}
+				f=$out/snap_${size}_${m}_$r.out
+				PGDATABASE=snapshots PGOPTIONS="$opts" "$bin" "${rmode%-ordered}" "${args[@]}" >"$f" 2>&1 ||
+					fail "eh_bench $m of snap-$size failed: $(cat "$f")"
+				SNAP[$size.$m.rps]+=" $(kv "$f" rows_per_s)"
+				SNAP[$size.$m.backend]+=" $(kv "$f" backend_rss_anon_kb)"
+				SNAP[$size.$m.client]+=" $(kv "$f" maxrss_kb)"
+			done
+		done
+		for m in $readers; do
+			# shellcheck disable=SC2086
+			SNAP[$size.$m.rps]=$(median ${SNAP[$size.$m.rps]})
+			# shellcheck disable=SC2086
+			SNAP[$size.$m.backend]=$(printf '%s\n' ${SNAP[$size.$m.backend]} | sort -g | tail -1)
+			# shellcheck disable=SC2086
+			SNAP[$size.$m.client]=$(printf '%s\n' ${SNAP[$size.$m.client]} | sort -g | tail -1)
+		done
+		sel=${SNAP[$size.select.rps]}
+		for m in $readers; do
+			[ $m = select ] && continue
+			tgt=
+			[ $m = "$lib" ] && tgt=0.9
+			RATIO=$(calc "${SNAP[$size.$m.rps]} / $sel")
+			row "9. $m/plain SELECT rows/s, $n entities" "$RATIO (${SNAP[$size.$m.rps]}/$sel rows/s)" "${tgt:+>= $tgt}" \
+				"${tgt:+$(verdict "$RATIO" "$tgt")}"
+		done
+		items=()
+		for m in $readers; do
+			items+=("\"$m\": {\"rows_per_s\": ${SNAP[$size.$m.rps]}, \"backend_rss_anon_kb\": ${SNAP[$size.$m.backend]}, \"client_maxrss_kb\": ${SNAP[$size.$m.client]}}")
+		done
+		json9+=("\"$size\": {\"entities\": $n, $(IFS=,; echo "${items[*]}")}")
+	done
+	for m in $readers; do
+		for w in backend client; do
+			b=${SNAP[big.$m.$w]} s=${SNAP[small.$m.$w]}
+			RATIO=$(calc "$b / $s")
+			tgt="" ver=""
+			if [ "$m" = select ] || [ "$m" = "$lib" ] || [ "$m" = "$lib-jit-off" ]; then
+				tgt="flat (<= 1.25x)"
+				ver=$(awk "BEGIN { print ($RATIO <= 1.25) ? \"PASS\" : \"MISS\" }")
+			fi
+			row "9. $m peak $([ $w = backend ] && echo "server backend RssAnon" || echo "client RSS") kB, $SNAP_BIG / $SNAP_SMALL entities" \
+				"$b / $s (x$RATIO)" "$tgt" "$ver"
+		done
+	done
+	# One maintenance pass with nothing to delete, over every kept entity.
+	kept=$(PGDATABASE=snapshots q -c "SELECT count(*) FROM eventhub.events")
+	t0=$(date +%s.%N)
+	deleted=$(PGDATABASE=snapshots q -c "SELECT eventhub.run_maintenance()") || fail "run_maintenance failed"
+	secs=$(calc "$(date +%s.%N) - $t0")
+	[ "$(PGDATABASE=snapshots q -c "SELECT count(*) FROM eventhub.events")" = "$kept" ] ||
+		fail "retention with compaction on deleted kept entities"
+	row "9. one retention pass over $kept kept entities, nothing to delete (compaction on), seconds" "$secs ($deleted deleted)"
+	reload_conf "ALTER SYSTEM RESET eventhub.compaction" "ALTER SYSTEM SET eventhub.retention = '30d'"
+	jadd snapshots "{\"library\": $([ "$lib" = snapshot ] && echo true || echo false), \"build_seconds\": $t_build, $(IFS=,; echo "${json9[*]}"), \"retention_pass\": {\"kept\": $kept, \"deleted\": $deleted, \"seconds\": $secs}}"
+fi
 
 cluster_stop "$work/cluster"
 
@@ -528,7 +741,7 @@ for r in "${rows[@]}"; do
 	printf "$fmt" "$a" "$b" "$c" "$d"
 done
 
-if command -v gnuplot >/dev/null 2>&1; then
+if want 2 && command -v gnuplot >/dev/null 2>&1; then
 	plot=()
 	for n in $LAT_SUBS; do
 		sort -n "$out/lat_listen_$n.txt" >"$out/cdf_$n.txt"
