@@ -213,8 +213,12 @@ RETURNS TABLE (event_type text, entity_id text, revision bigint, version_id uuid
                event_data jsonb, originated_timestamp timestamptz)
 AS 'MODULE_PATHNAME', 'snapshot_entities'
 LANGUAGE C STABLE ROWS 1000
-SET search_path = pg_catalog, pg_temp;
+SET search_path = pg_catalog, pg_temp
+SET jit = off;
 -- Runs as the caller, with the caller's privileges and row-level security.
+-- jit off: its page query's generic plan is costed over the whole
+-- organization, so JIT compiled it again for every page, more than half of
+-- a large snapshot's CPU (make bench, docs/performance.md).
 
 COMMENT ON FUNCTION eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid) IS
 'Returns one page of the organization''s snapshot at head at_revision: each live entity''s latest event, in (event_type, entity_id) byte order, after (after_event_type, after_entity_id) when given (the last row of the previous page). A page holds max_entities rows, or fewer once their size reaches max_bytes; a page short on both counts is the last. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state, and ZE005 when its head is no longer at_revision (and at_version): read snapshot_head and the pages in one REPEATABLE READ transaction.';
