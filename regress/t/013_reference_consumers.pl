@@ -333,7 +333,7 @@ sub snapshot_digest
 }
 
 # ORG's digest from app_entities; checked against the server's snapshot.
-sub app_digest
+sub checked_app_digest
 {
 	my ($org) = @_;
 	my $app = $node->safe_psql('postgres', digest_sql(
@@ -375,7 +375,7 @@ $node->safe_psql('postgres', q{
 
 my @stark = head('stark');
 my @wonka = head('wonka');
-my $stark_digest = app_digest('stark');
+my $stark_digest = checked_app_digest('stark');
 @consumers = map {
 	start_consumer($_, { orgs => [qw(stark wonka nobody)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
@@ -396,7 +396,7 @@ for my $c (@consumers)
 # One transaction of three events: one TXN line, after its events.
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 2}' ], [ 'API', 'DELETE', 'a' ], [ 'Plan', 'CREATE', 'c', '{"v": 3}' ]);
 my @txn = head('stark');
-my $txn_digest = app_digest('stark');
+my $txn_digest = checked_app_digest('stark');
 ok(wait_all(\@consumers, $digest_at->('stark', $txn[0]), 'snapshot transaction'), 'snapshot: both apply the transaction');
 my @stark_lines = (
 	"SNAPSHOT stark @stark 3", "DIGEST stark $stark[0] $stark_digest",
@@ -416,7 +416,7 @@ is($node->safe_psql('postgres',
 		"SELECT count(*) FROM eventhub.events WHERE organization_id = 'stark' AND revision = $txn[0] + 1"),
 	'0', 'snapshot: the event after their cursor is removed');
 my @resync = head('stark');
-my $resync_digest = app_digest('stark');
+my $resync_digest = checked_app_digest('stark');
 kill 'CONT', $_->{h}{KIDS}[0]{PID} for @consumers;
 ok(wait_all(\@consumers, $digest_at->('stark', $resync[0]), 'snapshot resync'), 'snapshot: both resync');
 push @stark_lines, "RESYNC stark ZE001 @resync", "SNAPSHOT stark @resync 4", "DIGEST stark $resync[0] $resync_digest";
@@ -433,7 +433,7 @@ for my $c (@consumers)
 }
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
 my @restart = head('stark');
-my $restart_digest = app_digest('stark');
+my $restart_digest = checked_app_digest('stark');
 @consumers = map {
 	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
@@ -456,7 +456,7 @@ $node->safe_psql('postgres', q{
 	COMMIT;
 });
 my @bulk = head('stark');
-my $bulk_digest = app_digest('stark');
+my $bulk_digest = checked_app_digest('stark');
 ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0]), 'snapshot bulk'), 'snapshot: both apply the large transaction');
 for my $c (@consumers)
 {
@@ -483,7 +483,7 @@ $node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
 publish_app('stark', [ 'API', 'CREATE', 'y', '{}' ]);
 my @rewritten = head('stark');
-my $rewritten_digest = app_digest('stark');
+my $rewritten_digest = checked_app_digest('stark');
 my $entities = $node->safe_psql('postgres', q{SELECT count(*) FROM app_entities WHERE organization_id = 'stark'});
 cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
 @consumers = map {
