@@ -538,8 +538,10 @@ uint64_t	eh_stat(const eh_client *client, eh_stat_id id);
  * poll), fetches, reconnects and events delivered.  Like snprintf: writes
  * at most len bytes, the last a NUL (nothing when len is 0), and returns
  * the length of the whole text (without the NUL), so that a return >= len
- * says that buf was too small and how large it must be; -1 when client is
- * NULL.  Allocates nothing.  docs/client.md lists the series.
+ * says that buf was too small and how large it must be (plus one for the
+ * NUL; freshness may gain a digit between two calls); -1 when client is
+ * NULL, or buf NULL with len > 0.  Allocates nothing.  docs/client.md lists
+ * the series.
  */
 int			eh_render_metrics(const eh_client *client, char *buf, size_t len);
 

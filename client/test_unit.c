@@ -170,6 +170,24 @@ test_cli(void)
 	check(parse(&o, err, "watch", "--org", "a", "--after", "12x", NULL) == -1, "cli: --after not a number");
 	check(parse(&o, err, "watch", "--org", "a", "--count", "0", NULL) == -1, "cli: --count 0");
 	check(parse(&o, err, "watch", "--org", "a", "--timeout", "0", NULL) == -1, "cli: --timeout 0");
+	check(parse(&o, err, "watch", "--org", "a", "--metrics-file", "/tmp/m.prom", NULL) == 0 &&
+		  strcmp(o.metrics_file, "/tmp/m.prom") == 0 && o.metrics_interval_s == 0,
+		  "cli: watch --metrics-file, the interval left to its default");
+	check(parse(&o, err, "watch", "--all", "--metrics-file=m.prom", "--metrics-interval", "0.5", NULL) == 0 &&
+		  o.metrics_interval_s == 0.5, "cli: watch --metrics-interval in seconds");
+	check(parse(&o, err, "watch", "--org", "a", "--metrics-interval", "5", NULL) == -1 &&
+		  strstr(err, "goes with --metrics-file"), "cli: --metrics-interval needs --metrics-file");
+	check(parse(&o, err, "watch", "--org", "a", "--metrics-file", "m", "--metrics-interval", "0", NULL) == -1 &&
+		  strstr(err, "seconds > 0"), "cli: --metrics-interval 0");
+	check(parse(&o, err, "get", "--org", "a", "--metrics-file", "m", NULL) == -1 &&
+		  strstr(err, "--metrics-file"), "cli: get does not take --metrics-file");
+	check(parse(&o, err, "metrics", NULL) == 0 && o.command == CMD_METRICS &&
+		  parse(&o, err, "-d", "dbname=x", "metrics", NULL) == 0 && strcmp(o.conninfo, "dbname=x") == 0,
+		  "cli: metrics, with -d");
+	check(parse(&o, err, "metrics", "--org", "a", NULL) == -1 && parse(&o, err, "metrics", "--json", NULL) == -1,
+		  "cli: metrics takes no other option");
+	check(strcmp(cli_command_name(CMD_METRICS), "metrics") == 0 && strcmp(cli_command_name(CMD_NONE), "") == 0,
+		  "cli: command names");
 	check(parse(&o, err, "watch", "--org", "a", "--timeout", "soon", NULL) == -1, "cli: --timeout not a number");
 	check(parse(&o, err, "watch", "--org", "a", "--poll-interval", "5", NULL) == -1, "cli: --poll-interval below 10");
 	check(parse(&o, err, "watch", "--org", "a", "--bogus", NULL) == -1 && strstr(err, "unknown option"),
