@@ -78,6 +78,10 @@ include $(PGXS)
 $(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
 	cp $< $@
 
+# The version is compiled in (EVENTHUB_EXTVERSION): rebuild what uses it
+# when the control file's default_version changes.
+extension/common.o extension/worker.o: $(EXTENSION).control
+
 # The client library and CLI (client/) build and install with the extension,
 # unless WITH_CLIENT=no: the Debian packaging builds them once, apart from the
 # extension it builds for each PostgreSQL version.

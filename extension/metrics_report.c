@@ -138,7 +138,7 @@ static const SeriesInfo series[S_COUNT] = {
 #define METRICS_SQL \
 	"WITH rep AS MATERIALIZED (" \
 	" SELECT r.replica_id, r.owner, r.last_heartbeat OPERATOR(pg_catalog.>=) $1 AS live," \
-	"  pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.last_heartbeat) AS heartbeat_age" \
+	"  GREATEST(0, pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.last_heartbeat)) AS heartbeat_age" \
 	" FROM eventhub.replicas r)," \
 	" behind AS MATERIALIZED (" \
 	" SELECT p.replica_id, p.organization_id, p.applied_revision, s.updated_at," \
