@@ -12,6 +12,8 @@ OBJS = \
 	extension/common.o \
 	extension/eventhub.o \
 	extension/guard.o \
+	extension/metrics.o \
+	extension/metrics_report.o \
 	extension/notifier.o \
 	extension/notify.o \
 	extension/notify_key.o \

@@ -2,7 +2,8 @@
  * cli.c: the eventhub command-line tool.
  *
  * Exit status: 0 success, 1 an error (connection, server, bad input; `get`
- * of an incomplete state or an interrupted snapshot), 2 a usage error, 3 `watch --timeout` passed before --count events arrived,
+ * of an incomplete state or an interrupted snapshot; a --metrics-file that
+ * cannot be written at start), 2 a usage error, 3 `watch --timeout` passed before --count events arrived,
  * 4 `status --fail-if-lag N` found a live replica more than N behind, 130
  * `watch` ended by SIGINT or SIGTERM, 141 its standard output was closed.
  *
@@ -369,6 +370,96 @@ print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_
 	flush_line(w);
 }
 
+/* The text of eh_render_metrics(), malloc'd; NULL when out of memory. */
+static char *
+render_metrics(const eh_client *c, size_t *len)
+{
+	size_t		size = 8192;
+	char	   *text = NULL;
+
+	for (;;)
+	{
+		char	   *p = realloc(text, size);
+		int			n;
+
+		if (!p)
+		{
+			free(text);
+			return NULL;
+		}
+		text = p;
+		n = eh_render_metrics(c, text, size);
+		if (n < 0)
+		{
+			free(text);
+			return NULL;
+		}
+		if ((size_t) n < size)
+		{
+			*len = (size_t) n;
+			return text;
+		}
+		size = (size_t) n + 256;	/* a freshness may gain a digit meanwhile */
+	}
+}
+
+/*
+ * --metrics-file: writes the client's metrics to path, atomically for a
+ * reader (node_exporter's textfile collector): path.tmp in the same
+ * directory, fsync, rename over path.  Returns 0, or -1 with the reason
+ * in err.
+ */
+static int
+write_metrics_file(const eh_client *c, const char *path, char *err, size_t errlen)
+{
+	size_t		len = 0;
+	char	   *text = render_metrics(c, &len);
+	size_t		tmplen = strlen(path) + 5;
+	char	   *tmp = malloc(tmplen);
+	const char *failed = NULL;	/* the call that failed */
+	int			fd = -1;
+
+	if (!text || !tmp)
+	{
+		free(text);
+		free(tmp);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(tmp, tmplen, "%s.tmp", path);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		failed = "create";
+	for (size_t done = 0; !failed && done < len;)
+	{
+		ssize_t		n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno != EINTR)
+			failed = "write";
+		else if (n > 0)
+			done += (size_t) n;
+	}
+	if (!failed && fsync(fd) != 0)
+		failed = "fsync";
+	if (fd >= 0 && close(fd) != 0 && !failed)
+		failed = "close";
+	if (!failed && rename(tmp, path) != 0)
+		failed = "rename";
+	if (failed)
+	{
+		int			saved = errno;
+
+		if (strcmp(failed, "rename") == 0)
+			snprintf(err, errlen, "could not rename \"%s\" to \"%s\": %s", tmp, path, strerror(saved));
+		else
+			snprintf(err, errlen, "could not %s \"%s\": %s", failed, tmp, strerror(saved));
+		if (fd >= 0)
+			unlink(tmp);
+	}
+	free(text);
+	free(tmp);
+	return failed ? -1 : 0;
+}
+
 /*
  * watch, and get: a snapshot of one organization with the same client and
  * loop, which ends once it is complete.
@@ -383,6 +474,10 @@ run_watch(const cli_options *o)
 	double		deadline = o->timeout_s > 0 ? now_seconds() + o->timeout_s : -1;
 	int			status = 0;
 	int			interrupted = 0;
+	double		metrics_interval = o->metrics_interval_s > 0 ? o->metrics_interval_s : 10;
+	double		next_metrics = 0;
+	int			metrics_failing = 0;
+	char		metrics_err[1024];
 
 	if (!c)
 	{
@@ -428,6 +523,18 @@ run_watch(const cli_options *o)
 			eh_client_free(c);
 			return EXIT_USAGE;
 		}
+
+	/* A metrics file that cannot be written is said now, before watching. */
+	if (o->metrics_file)
+	{
+		if (write_metrics_file(c, o->metrics_file, metrics_err, sizeof(metrics_err)) != 0)
+		{
+			report("--metrics-file: ", metrics_err);
+			eh_client_free(c);
+			return 1;
+		}
+		next_metrics = now_seconds() + metrics_interval;
+	}
 
 	/*
 	 * A first connection that fails is retried like any later one (the
@@ -493,6 +600,28 @@ run_watch(const cli_options *o)
 		if (w.limit > 0 && w.seen >= w.limit)
 			break;
 		wait = eh_timeout_ms(c);
+		if (o->metrics_file)
+		{
+			double		now = now_seconds();
+			int			until;
+
+			if (now >= next_metrics)
+			{
+				/* A failure is said once, until a write succeeds again; watch goes on. */
+				if (write_metrics_file(c, o->metrics_file, metrics_err, sizeof(metrics_err)) != 0)
+				{
+					if (!metrics_failing)
+						report("warning: --metrics-file: ", metrics_err);
+					metrics_failing = 1;
+				}
+				else
+					metrics_failing = 0;
+				next_metrics = now + metrics_interval;
+			}
+			until = (int) ((next_metrics - now) * 1000) + 1;
+			if (wait < 0 || until < wait)
+				wait = until;
+		}
 		if (deadline >= 0)
 		{
 			double		left = deadline - now_seconds();
@@ -536,6 +665,9 @@ run_watch(const cli_options *o)
 			break;
 		}
 	}
+	/* The last metrics, as watch ends (the file's mtime then stops moving). */
+	if (o->metrics_file && write_metrics_file(c, o->metrics_file, metrics_err, sizeof(metrics_err)) != 0)
+		report("warning: --metrics-file: ", metrics_err);
 	eh_client_free(c);			/* deregisters the replica */
 	return interrupted ? EXIT_INTERRUPTED : status;
 }
@@ -887,6 +1019,116 @@ run_cleanup(const cli_options *o)
 	return 0;
 }
 
+/*
+ * eventhub.metrics(), a row per series, with its labels a row each
+ * (jsonb_each_text), ordered so that a family's series are together and
+ * each series' labels follow one another in key order: the output is the
+ * same for the same metrics.
+ */
+#define METRICS_SQL \
+	"SELECT m.n, m.name, m.type, m.help, m.value, l.key, l.value" \
+	" FROM (SELECT row_number() OVER () AS n, f.* FROM eventhub.metrics() f) m" \
+	" LEFT JOIN LATERAL jsonb_each_text(m.labels) l ON true" \
+	" ORDER BY m.name COLLATE \"C\", m.labels::text COLLATE \"C\", m.n, l.key COLLATE \"C\""
+
+enum
+{
+	MET_N, MET_NAME, MET_TYPE, MET_HELP, MET_VALUE, MET_KEY, MET_LABEL
+};
+
+/* A float8's text as Prometheus writes it: +Inf, -Inf, NaN. */
+static const char *
+prometheus_value(const char *v)
+{
+	if (strcmp(v, "Infinity") == 0)
+		return "+Inf";
+	if (strcmp(v, "-Infinity") == 0)
+		return "-Inf";
+	return v;
+}
+
+/*
+ * The rows of METRICS_SQL in the text exposition format: # HELP and # TYPE
+ * once per family (its first series'), label values and help texts
+ * escaped by the library's builder.  A series without a value is left out.
+ */
+static void
+format_metrics(const PGresult *res, ehi_strbuf *out)
+{
+	int			nrows = PQntuples(res);
+	const char *family = NULL;
+
+	for (int i = 0; i < nrows;)
+	{
+		const char *name = PQgetvalue(res, i, MET_NAME);
+		const char *n = PQgetvalue(res, i, MET_N);
+		int			first = i;
+
+		if (!family || strcmp(family, name) != 0)
+		{
+			const char *type = PQgetvalue(res, i, MET_TYPE);
+
+			family = name;
+			if (!PQgetisnull(res, i, MET_HELP))
+			{
+				ehi_sb_printf(out, "# HELP %s ", name);
+				ehi_sb_prometheus(out, PQgetvalue(res, i, MET_HELP), 1);
+				ehi_sb_puts(out, "\n");
+			}
+			ehi_sb_printf(out, "# TYPE %s %s\n", name,
+						  strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ? type : "untyped");
+		}
+		/* The series: its rows, one per label (one with NULLs without labels). */
+		while (i < nrows && strcmp(PQgetvalue(res, i, MET_N), n) == 0)
+			i++;
+		if (PQgetisnull(res, first, MET_VALUE))
+			continue;
+		ehi_sb_puts(out, name);
+		for (int j = first; j < i; j++)
+		{
+			if (PQgetisnull(res, j, MET_KEY))
+				continue;
+			ehi_sb_printf(out, "%s%s=\"", j == first ? "{" : ",", PQgetvalue(res, j, MET_KEY));
+			ehi_sb_prometheus(out, PQgetvalue(res, j, MET_LABEL), 0);
+			ehi_sb_puts(out, j == i - 1 ? "\"}" : "\"");
+		}
+		ehi_sb_printf(out, " %s\n", prometheus_value(PQgetvalue(res, first, MET_VALUE)));
+	}
+}
+
+/* metrics: eventhub.metrics() in Prometheus' text exposition format. */
+static int
+run_metrics(const cli_options *o)
+{
+	PGconn	   *conn = connect_or_report(o->conninfo);
+	PGresult   *res;
+	ehi_strbuf	out = {0};
+
+	if (!conn)
+		return 1;
+	res = PQexec(conn, METRICS_SQL);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		report_result_error("metrics failed", res, conn);
+		PQclear(res);
+		PQfinish(conn);
+		return 1;
+	}
+	format_metrics(res, &out);
+	PQclear(res);
+	PQfinish(conn);
+	if (out.oom)
+	{
+		ehi_sb_free(&out);
+		fprintf(stderr, "eventhub: out of memory\n");
+		return 1;
+	}
+	if (out.len)
+		fwrite(out.data, 1, out.len, stdout);
+	ehi_sb_free(&out);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -903,10 +1145,7 @@ main(int argc, char **argv)
 	if (cli_parse(argc, argv, &o, err, sizeof(err)) != 0)
 	{
 		report("", err);
-		fprintf(stderr, "Try \"eventhub%s%s --help\".\n", o.command ? " " : "",
-				o.command == CMD_PUBLISH ? "publish" : o.command == CMD_WATCH ? "watch" :
-				o.command == CMD_STATUS ? "status" : o.command == CMD_CLEANUP ? "cleanup" :
-				o.command == CMD_GET ? "get" : "");
+		fprintf(stderr, "Try \"eventhub%s%s --help\".\n", o.command ? " " : "", cli_command_name(o.command));
 		return EXIT_USAGE;
 	}
 	if (o.help)
@@ -944,6 +1183,9 @@ main(int argc, char **argv)
 			break;
 		case CMD_CLEANUP:
 			status = run_cleanup(&o);
+			break;
+		case CMD_METRICS:
+			status = run_metrics(&o);
 			break;
 		default:
 			status = EXIT_USAGE;

@@ -21,6 +21,7 @@ static const char usage_main[] =
 "  watch     print events as JSON lines as they are committed\n"
 "  get       print an organization's current entities as JSON lines\n"
 "  status    show each organization's head revision, version and kept events\n"
+"  metrics   print the server's metrics in Prometheus' text format\n"
 "  cleanup   delete events older than a duration\n"
 "\n"
 "Connection: -d CONNINFO (a libpq connection string or URI), or libpq's\n"
@@ -49,6 +50,7 @@ static const char usage_watch[] =
 "                      [--batch-bytes N] [--query-timeout MS]\n"
 "                      [--replica-id ID [--labels JSON] [--heartbeat-interval MS]\n"
 "                       [--heartbeat-conninfo CONNINFO]]\n"
+"                      [--metrics-file PATH [--metrics-interval SECONDS]]\n"
 "\n"
 "Prints each event of the organizations as one JSON object per line, in\n"
 "revision order, and a line {\"resync\": true, ...} when an organization must\n"
@@ -86,7 +88,13 @@ static const char usage_watch[] =
 "  --labels JSON          the replica's labels, a JSON object\n"
 "  --heartbeat-interval MS  heartbeat this often (default 10000)\n"
 "  --heartbeat-conninfo CONNINFO  send heartbeats over this connection (the\n"
-"                         primary, when reading from a standby)\n";
+"                         primary, when reading from a standby)\n"
+"  --metrics-file PATH    write the client's metrics (connected, ready,\n"
+"                         freshness...) to PATH in Prometheus' text format, for\n"
+"                         node_exporter's textfile collector: at start, every\n"
+"                         --metrics-interval and at exit, replaced atomically\n"
+"                         (PATH.tmp beside it, fsync, rename)\n"
+"  --metrics-interval SECONDS  how often (default 10)\n";
 
 static const char usage_get[] =
 "Usage: eventhub get --org ORG [--batch-bytes N] [--query-timeout MS]\n"
@@ -113,6 +121,15 @@ static const char usage_status[] =
 "  --fail-if-lag N        exit 4 when a live replica is more than N revisions\n"
 "                         behind (a readiness or alerting probe)\n";
 
+static const char usage_metrics[] =
+"Usage: eventhub metrics\n"
+"\n"
+"Prints the server's metrics (eventhub.metrics(): events published,\n"
+"replicas live and stale, their lag, retention, notifications...) in\n"
+"Prometheus' text exposition format, for node_exporter's textfile\n"
+"collector or a check.  The role needs EXECUTE on eventhub.metrics() (the\n"
+"operator bundle of docs/operations.md).\n";
+
 static const char usage_cleanup[] =
 "Usage: eventhub cleanup --older-than DURATION\n"
 "\n"
@@ -134,9 +151,34 @@ cli_usage(cli_command command)
 			return usage_status;
 		case CMD_CLEANUP:
 			return usage_cleanup;
+		case CMD_METRICS:
+			return usage_metrics;
 		default:
 			return usage_main;
 	}
+}
+
+const char *
+cli_command_name(cli_command command)
+{
+	switch (command)
+	{
+		case CMD_PUBLISH:
+			return "publish";
+		case CMD_WATCH:
+			return "watch";
+		case CMD_GET:
+			return "get";
+		case CMD_STATUS:
+			return "status";
+		case CMD_CLEANUP:
+			return "cleanup";
+		case CMD_METRICS:
+			return "metrics";
+		case CMD_NONE:
+			break;
+	}
+	return "";
 }
 
 /* Parses a whole decimal integer in [min, max]. */
@@ -170,6 +212,24 @@ int_option(const char *flag, const char *what, const char *value, int64_t min, i
 	return -1;
 }
 
+/* A number of seconds > 0 and at most max; otherwise says so in err. */
+static int
+seconds_option(const char *flag, const char *value, double max, double *out, char *err, size_t errlen)
+{
+	char	   *end;
+	double		t;
+
+	errno = 0;
+	t = strtod(value, &end);
+	if (errno != 0 || end == value || *end != '\0' || !(t > 0) || t > max)
+	{
+		snprintf(err, errlen, "%s needs a number of seconds > 0, not \"%s\"", flag, value);
+		return -1;
+	}
+	*out = t;
+	return 0;
+}
+
 static int	id_too_long(const char *flag, const char *id, char *err, size_t errlen);
 
 enum
@@ -178,7 +238,7 @@ enum
 	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP,
 	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG,
 	OPT_AFTER_VERSION, OPT_FALLBACK_POLL, OPT_HEARTBEAT_CONNINFO, OPT_ALL, OPT_BATCH_BYTES,
-	OPT_QUERY_TIMEOUT, OPT_SNAPSHOT
+	OPT_QUERY_TIMEOUT, OPT_SNAPSHOT, OPT_METRICS_FILE, OPT_METRICS_INTERVAL
 };
 
 int
@@ -209,6 +269,8 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		{"heartbeat-interval", required_argument, NULL, OPT_HEARTBEAT},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"fail-if-lag", required_argument, NULL, OPT_FAIL_IF_LAG},
+		{"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+		{"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
 		{"dbname", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0}
@@ -261,6 +323,8 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 		opts->command = CMD_CLEANUP;
 	else if (strcmp(name, "get") == 0)
 		opts->command = CMD_GET;
+	else if (strcmp(name, "metrics") == 0)
+		opts->command = CMD_METRICS;
 	else
 	{
 		snprintf(err, errlen, "unknown command \"%s\"", name);
@@ -323,20 +387,16 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 				opts->count = v;
 				break;
 			case OPT_TIMEOUT:
-				{
-					char	   *end;
-					double		t;
-
-					errno = 0;
-					t = strtod(optarg, &end);
-					if (errno != 0 || end == optarg || *end != '\0' || !(t > 0) || t > 31536000)
-					{
-						snprintf(err, errlen, "--timeout needs a number of seconds > 0, not \"%s\"", optarg);
-						return -1;
-					}
-					opts->timeout_s = t;
-					break;
-				}
+				if (seconds_option("--timeout", optarg, 31536000, &opts->timeout_s, err, errlen) != 0)
+					return -1;
+				break;
+			case OPT_METRICS_FILE:
+				opts->metrics_file = optarg;
+				break;
+			case OPT_METRICS_INTERVAL:
+				if (seconds_option("--metrics-interval", optarg, 86400, &opts->metrics_interval_s, err, errlen) != 0)
+					return -1;
+				break;
 			case OPT_POLL:
 				if (int_option("--poll-interval", "milliseconds from 10 to 86400000", optarg, 10, 86400000, &v, err, errlen) != 0)
 					return -1;
@@ -425,7 +485,7 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 #define REQUIRED(value, flag) \
 	do { if (!(value)) { snprintf(err, errlen, "%s needs %s", name, flag); return -1; } } while (0)
 
-	ONLY_FOR(opts->command != CMD_CLEANUP || !opts->org, "--org");
+	ONLY_FOR((opts->command != CMD_CLEANUP && opts->command != CMD_METRICS) || !opts->org, "--org");
 	ONLY_FOR(opts->command == CMD_PUBLISH || !(opts->type || opts->action || opts->entity ||
 											  opts->correlation_id || opts->data),
 			 "--type, --action, --entity, --correlation-id or --data");
@@ -434,10 +494,11 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 											opts->fallback_poll_interval_ms || opts->no_listen ||
 											opts->all || opts->snapshot ||
 											opts->replica_id || opts->labels ||
-											opts->heartbeat_interval_ms || opts->heartbeat_conninfo),
+											opts->heartbeat_interval_ms || opts->heartbeat_conninfo ||
+											opts->metrics_file || opts->metrics_interval_s > 0),
 			 "--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
-			 "--no-listen, --all, --snapshot, --replica-id, --labels, --heartbeat-interval "
-			 "or --heartbeat-conninfo");
+			 "--no-listen, --all, --snapshot, --replica-id, --labels, --heartbeat-interval, "
+			 "--heartbeat-conninfo, --metrics-file or --metrics-interval");
 	ONLY_FOR(opts->command == CMD_WATCH || opts->command == CMD_GET ||
 			 !(opts->batch_bytes || opts->query_timeout_ms), "--batch-bytes or --query-timeout");
 	ONLY_FOR(opts->command == CMD_STATUS || !(opts->json || opts->fail_if_lag >= 0),
@@ -487,6 +548,16 @@ cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 			if (opts->after_version && (opts->after < 0 || opts->norgs != 1))
 			{
 				snprintf(err, errlen, "--after-version goes with --after and one --org");
+				return -1;
+			}
+			if (opts->metrics_interval_s > 0 && !opts->metrics_file)
+			{
+				snprintf(err, errlen, "--metrics-interval goes with --metrics-file");
+				return -1;
+			}
+			if (opts->metrics_file && !opts->metrics_file[0])
+			{
+				snprintf(err, errlen, "--metrics-file must not be empty");
 				return -1;
 			}
 			if (opts->replica_id && !opts->replica_id[0])

@@ -21,7 +21,8 @@ typedef enum cli_command
 	CMD_WATCH,
 	CMD_STATUS,
 	CMD_CLEANUP,
-	CMD_GET
+	CMD_GET,
+	CMD_METRICS
 } cli_command;
 
 typedef struct cli_options
@@ -56,6 +57,8 @@ typedef struct cli_options
 	const char *labels;			/* its labels, a JSON object */
 	int			heartbeat_interval_ms;	/* 0: library default */
 	const char *heartbeat_conninfo;	/* heartbeats over this connection */
+	const char *metrics_file;	/* write the client's metrics there */
+	double		metrics_interval_s; /* this often; 0: not given (10 s) */
 
 	/* status */
 	int			json;
@@ -74,6 +77,9 @@ int			cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errl
 
 /* Usage text of a command (CMD_NONE: the overview). */
 const char *cli_usage(cli_command command);
+
+/* A command's name ("" for CMD_NONE). */
+const char *cli_command_name(cli_command command);
 
 /*
  * Writes str for a terminal, to out (NULL: only measures): every character

@@ -413,7 +413,9 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 	{
 		/* Followed through eh_subscribe_all(): the stored cursor wins. */
 		ehi_forget_sub(c, s);	/* a query out for it answers the old cursor */
+		ehi_metrics_sub_ended(c, s);
 		s->automatic = 0;
+		ehi_metrics_sub_started(c, s);
 		s->cursor = after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision;
 		s->needs_fetch = 0;
 		s->resync_reason = 0;
@@ -469,6 +471,7 @@ eh_subscribe_all(eh_client *c, int64_t from)
 	c->all.on = 1;
 	c->all.from = from;
 	c->all.discovered = 0;
+	c->all.fresh_at = ehi_now_ms();	/* "*" counts its freshness from now */
 	c->link.next_poll_at = 0;
 	return EH_OK;
 }
@@ -800,7 +803,7 @@ eh_error_retryable(const eh_client *c)
 int
 eh_is_connected(const eh_client *c)
 {
-	return c && c->link.conn.state != EHI_CONN_NONE && c->link.conn.state != EHI_CONN_CONNECTING && c->link.hello_done;
+	return c && ehi_link_up(c);
 }
 
 int

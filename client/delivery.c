@@ -142,6 +142,7 @@ ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, 
 		ehi_versions_delivered(&s->seen, version);
 	s->acked = -1;
 	s->automatic = automatic;
+	ehi_metrics_sub_started(c, s);
 	/* Subscriptions keep their order: the state query relies on it. */
 	for (tail = &c->subs; *tail; tail = &(*tail)->next)
 		;
@@ -200,6 +201,7 @@ ehi_remove_sub(eh_client *c, eh_sub *s)
 			break;
 		}
 	}
+	ehi_metrics_sub_ended(c, s);
 	ehi_map_remove(&c->by_org, s->org);
 	if (s->token[0] && ehi_map_get(&c->by_token, s->token) == s)
 		ehi_map_remove(&c->by_token, s->token);
@@ -244,18 +246,22 @@ resync_by_snapshot(eh_client *c, eh_sub *s, eh_resync_reason reason)
 	s->wants_snapshot = 1;
 	s->snapshot_reason = reason;
 	s->resync_reason = 0;
+	ehi_metrics_resync(s, reason);
 	return 1;
 }
 
 /*
  * Tells the application to reload an organization and moves its cursor to
- * the head; or reads a snapshot instead.
+ * the head, read by the query being answered; or reads a snapshot instead.
  */
 static void
 resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const char *head_version)
 {
 	if (resync_by_snapshot(c, s, reason))
 		return;
+	/* A snapshot refused as incomplete (ZE004) counted this resync already. */
+	if (!s->no_snapshot)
+		ehi_metrics_resync(s, reason);
 	s->no_snapshot = 0;
 	ehi_log(c, EH_LOG_WARNING, "organization \"%s\" needs a resync (%s) at revision %lld",
 			s->org, eh_resync_reason_name(reason), (long long) head);
@@ -272,13 +278,15 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 		c->cb.resync(c, s->org, reason, head, c->cb.resync_arg);
 		c->in_callback = 0;
 	}
+	ehi_metrics_at_head(c, s, c->link.op_sent_at);
 }
 
 /*
  * Compares a subscription with its organization's head: starts it if it
  * waits for the head, marks it for fetching if it is behind, resyncs it if
- * its history changed under it.  cursor_version: the version of the event
- * at the cursor where the server told it (NULL otherwise).
+ * its history changed under it, or notes that it is at the head.
+ * cursor_version: the version of the event at the cursor where the server
+ * told it (NULL otherwise).
  */
 static void
 compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version, const char *cursor_version)
@@ -289,6 +297,7 @@ compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version, co
 	{
 		s->cursor = head;
 		set_version(s, head_version);
+		ehi_metrics_at_head(c, s, c->link.op_sent_at);
 		return;
 	}
 	if (head < s->cursor)
@@ -300,6 +309,8 @@ compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version, co
 		resync(c, s, EH_RESYNC_VERSION_MISMATCH, head, head_version);
 	else if (head > s->cursor)
 		s->needs_fetch = 1;
+	else
+		ehi_metrics_at_head(c, s, c->link.op_sent_at);
 }
 
 /* A standby that was promoted: notifications may work now (session.c). */
@@ -440,6 +451,7 @@ handle_discover(eh_client *c, PGresult *res)
 			compare_head(c, s, 0, "", NULL);
 	c->all.discovered = 1;
 	c->all.refresh_tokens = 0;
+	ehi_metrics_discovered(c, c->link.op_sent_at);
 	if (missing.oom)
 	{
 		ehi_sb_free(&missing);
@@ -585,10 +597,10 @@ group_end(const eh_client *c, const PGresult *res, int row)
  * callback.  A callback that stops leaves the rest held (the result is
  * kept: returns 1) for the next eh_process(), which delivers it before
  * anything else, with no query and no wait.  Returns 0 when the result may
- * be freed.
+ * be freed.  asked_at: when the fetch was sent.
  */
 static int
-deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
+deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row, int64_t asked_at)
 {
 	int			n = PQntuples(res);
 	int			truncated;
@@ -658,6 +670,7 @@ deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
 		c->held.res = res;
 		c->held.sub = s;
 		c->held.row = row;
+		c->held.asked_at = asked_at;
 		return 1;
 	}
 
@@ -678,8 +691,13 @@ deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row)
 			(PQnfields(res) > COL_UPTO && strtoll(PQgetvalue(res, n - 1, COL_UPTO), NULL, 10) >= c->cfg.batch_bytes);
 	if (truncated)
 		s->needs_fetch = 1;
-	else if (s->needs_fetch && !ehi_versions_pending(&s->seen))
-		s->needs_fetch = 0;
+	else
+	{
+		/* Everything up to the head the query saw was delivered. */
+		ehi_metrics_at_head(c, s, asked_at);
+		if (s->needs_fetch && !ehi_versions_pending(&s->seen))
+			s->needs_fetch = 0;
+	}
 	return 0;
 }
 
@@ -697,7 +715,7 @@ ehi_deliver_held(eh_client *c)
 		return 0;
 	c->held.res = NULL;
 	c->held.sub = NULL;
-	if (deliver_rows(c, s, res, c->held.row) == 0)
+	if (deliver_rows(c, s, res, c->held.row, c->held.asked_at) == 0)
 		PQclear(res);
 	return c->held.res != NULL;
 }
@@ -744,7 +762,7 @@ handle_fetch(eh_client *c, eh_sub *s, PGresult *res)
 		return 0;
 	}
 	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
-	return deliver_rows(c, s, res, 0);
+	return deliver_rows(c, s, res, 0, c->link.op_sent_at);
 }
 
 static void

@@ -37,6 +37,7 @@
 #ifndef EVENTHUB_CLIENT_H
 #define EVENTHUB_CLIENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -44,11 +45,11 @@ extern "C" {
 #endif
 
 #define EVENTHUB_VERSION_MAJOR 0
-#define EVENTHUB_VERSION_MINOR 4
+#define EVENTHUB_VERSION_MINOR 5
 #define EVENTHUB_VERSION_PATCH 0
-#define EVENTHUB_VERSION "0.4.0"
+#define EVENTHUB_VERSION "0.5.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
-#define EVENTHUB_VERSION_NUM 400
+#define EVENTHUB_VERSION_NUM 500
 
 /* Return codes. */
 #define EH_OK 0
@@ -523,6 +524,26 @@ int			eh_ack(eh_client *client, const char *organization_id, int64_t revision);
 
 /* A counter; 0 for an id this library does not know. */
 uint64_t	eh_stat(const eh_client *client, eh_stat_id id);
+
+/*
+ * Since 0.5.0.  Writes the client's metrics into buf in Prometheus' text
+ * exposition format (for node_exporter's textfile collector, or a scrape
+ * handler of the application's own): whether it is connected; per
+ * subscription (label subscription: the organization id, or "*" for the
+ * organizations eh_subscribe_all() follows, taken together) whether it is
+ * ready (it applied a snapshot or reached the head once; it stays so), its
+ * freshness (seconds since its cursor was last confirmed equal to the
+ * database's head, as of when the confirming query was sent), its applied
+ * revision and its resyncs by reason; wakeups by source (notification,
+ * poll), fetches, reconnects and events delivered.  Like snprintf: writes
+ * at most len bytes, the last a NUL (nothing when len is 0), and returns
+ * the length of the whole text (without the NUL), so that a return >= len
+ * says that buf was too small and how large it must be (plus one for the
+ * NUL; freshness may gain a digit between two calls); -1 when client is
+ * NULL, or buf NULL with len > 0.  Allocates nothing.  docs/client.md lists
+ * the series.
+ */
+int			eh_render_metrics(const eh_client *client, char *buf, size_t len);
 
 /*
  * For the last event delivered: the server's clock when it was fetched

@@ -19,6 +19,9 @@
  *	  layer: link.c		 the client's connection: sending a query for an
  *						 operation, losing it, reconnect and error backoffs,
  *						 when the next poll is due
+ *	  layer: metrics.c	 the client's metrics: what deliveries and snapshots
+ *						 record of each subscription (ready, fresh, resyncs),
+ *						 and their text exposition
  *	  layer: snapshot.c	 a snapshot's transaction and its pages: the queries
  *						 that read it, the snapshot callback, its abort
  *	  layer: delivery.c	 subscriptions; what the client asks the server for
@@ -70,6 +73,7 @@ typedef struct ehi_strbuf
 	size_t		len;
 	size_t		cap;
 	int			oom;
+	int			fixed;			/* over a caller's buffer (ehi_sb_init_fixed) */
 } ehi_strbuf;
 
 void		ehi_sb_append(ehi_strbuf *b, const char *str, size_t n);
@@ -79,6 +83,17 @@ void		ehi_sb_printf(ehi_strbuf *b, const char *fmt,...) __attribute__((format(pr
 void		ehi_sb_json_string(ehi_strbuf *b, const char *str);
 /* Appends str as an element of a PostgreSQL array literal (quoted). */
 void		ehi_sb_array_element(ehi_strbuf *b, const char *str);
+/*
+ * Appends str escaped as a Prometheus label value (\\, \", \n), or
+ * with help set as a # HELP text (\\ and \n only).
+ */
+void		ehi_sb_prometheus(ehi_strbuf *b, const char *str, int help);
+/*
+ * A builder over the caller's buf of len bytes, with snprintf's
+ * semantics: it keeps what fits, NUL-terminated, and counts in ->len the
+ * length of everything appended.  Never allocates; not to be freed.
+ */
+void		ehi_sb_init_fixed(ehi_strbuf *b, char *buf, size_t len);
 void		ehi_sb_free(ehi_strbuf *b);
 
 /* -------------------------------------------------------------- map.c */
@@ -201,6 +216,9 @@ int			ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline);
 
 /* ----------------------------------------------------------- the client */
 
+/* eh_resync_reason's values, 1 to 3, index resync counts; 0 is unused. */
+#define EHI_RESYNC_REASONS 4
+
 typedef struct eh_sub
 {
 	char	   *org;
@@ -217,6 +235,12 @@ typedef struct eh_sub
 	ehi_versions seen;			/* recently delivered and notified versions */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
 	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
+	/* metrics.c */
+	int			ready;			/* it applied a snapshot or reached the head once */
+	int64_t		fresh_at;		/* monotonic ms: the cursor last confirmed at the head
+								 * (when the query that said so was sent); at first,
+								 * when it was subscribed */
+	uint64_t	resyncs[EHI_RESYNC_REASONS];	/* by eh_resync_reason */
 	struct eh_sub *next;
 } eh_sub;
 
@@ -316,6 +340,7 @@ typedef struct ehi_link
 	int			legacy_fetch;	/* the server has no usable transactions_since: fetch
 								 * with events_since, as 0.3.0 did (until reconnecting) */
 	uint64_t	failures;		/* connection attempts failed and connections lost */
+	int64_t		op_sent_at;		/* monotonic ms: when the last query went out */
 } ehi_link;
 
 /* session.c: whether notifications reach the connection (the LISTEN probe). */
@@ -345,6 +370,10 @@ typedef struct ehi_follow_all
 	int			refresh_tokens; /* an unknown token came: read every token again */
 	char		unknown[EHI_UNKNOWN_TOKENS][EH_TOKEN_LEN + 1];	/* tokens seen, not ours */
 	int			nunknown;
+	/* metrics.c: the subscription "*" */
+	int64_t		fresh_at;		/* when the last discovery that answered was sent */
+	int64_t		unready;		/* automatic subscriptions not ready yet */
+	int			ready;			/* once discovered with every one ready; it stays */
 } ehi_follow_all;
 
 /* delivery.c: the rest of a batch whose delivery a callback stopped. */
@@ -353,6 +382,7 @@ typedef struct ehi_held
 	PGresult   *res;			/* NULL: none */
 	eh_sub	   *sub;
 	int			row;			/* the next row to deliver */
+	int64_t		asked_at;		/* when its fetch was sent */
 } ehi_held;
 
 /*
@@ -376,6 +406,7 @@ typedef struct ehi_snapshot
 	int			begun;			/* BEGIN went to the callback: an ABORT or END is owed */
 	uint64_t	failures;		/* link.failures when it began: the connection it is on */
 	int64_t		head;
+	int64_t		head_asked_at;	/* when snapshot_head() was sent */
 	char		head_version[EH_VERSION_ID_LEN + 1];	/* "" for an organization without events */
 	char	   *after_type;		/* the keyset: the last entity of the last page */
 	char	   *after_id;
@@ -473,6 +504,16 @@ void		ehi_query_failed(eh_client *c, PGresult *res, const char *what);
 void		ehi_schedule_poll(eh_client *c);
 int			ehi_current_poll_interval(const eh_client *c);
 void		ehi_retry_later(eh_client *c);
+
+/* link.c: whether the connection is up and answered its first query */
+int			ehi_link_up(const eh_client *c);
+
+/* metrics.c */
+void		ehi_metrics_sub_started(eh_client *c, eh_sub *s);
+void		ehi_metrics_sub_ended(eh_client *c, eh_sub *s);
+void		ehi_metrics_at_head(eh_client *c, eh_sub *s, int64_t asked_at);
+void		ehi_metrics_discovered(eh_client *c, int64_t asked_at);
+void		ehi_metrics_resync(eh_sub *s, eh_resync_reason reason);
 
 /* snapshot.c */
 int			ehi_snapshot_open(const eh_client *c);

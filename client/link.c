@@ -11,6 +11,13 @@
 
 #include "internal.h"
 
+/* Whether the connection is up: connected, and it answered its first query. */
+int
+ehi_link_up(const eh_client *c)
+{
+	return c->link.conn.state != EHI_CONN_NONE && c->link.conn.state != EHI_CONN_CONNECTING && c->link.hello_done;
+}
+
 int
 ehi_current_poll_interval(const eh_client *c)
 {
@@ -104,6 +111,7 @@ send_as(eh_client *c, op_kind op, eh_sub *sub, const char *sql, const char *stmt
 	}
 	c->link.op = op;
 	c->link.op_sub = sub;
+	c->link.op_sent_at = ehi_now_ms();
 	return 0;
 }
 

@@ -304,6 +304,7 @@ handle_head(eh_client *c, PGresult *res)
 		return;
 	}
 	snap->head = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	snap->head_asked_at = c->link.op_sent_at;	/* the transaction's snapshot is as of then */
 	snprintf(snap->head_version, sizeof(snap->head_version), "%s",
 			 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
 	snap->next = SNAP_NEXT_PAGE;
@@ -387,6 +388,7 @@ finish(eh_client *c)
 	s->needs_fetch = 1;			/* what was committed since */
 	s->resync_reason = 0;
 	s->acked = -1;				/* the snapshot covers the head */
+	ehi_metrics_at_head(c, s, snap->head_asked_at);
 	c->counters[EH_STAT_SNAPSHOTS]++;
 	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
 	callback(c, EH_SNAPSHOT_END, NULL, 0);

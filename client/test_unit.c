@@ -170,6 +170,24 @@ test_cli(void)
 	check(parse(&o, err, "watch", "--org", "a", "--after", "12x", NULL) == -1, "cli: --after not a number");
 	check(parse(&o, err, "watch", "--org", "a", "--count", "0", NULL) == -1, "cli: --count 0");
 	check(parse(&o, err, "watch", "--org", "a", "--timeout", "0", NULL) == -1, "cli: --timeout 0");
+	check(parse(&o, err, "watch", "--org", "a", "--metrics-file", "/tmp/m.prom", NULL) == 0 &&
+		  strcmp(o.metrics_file, "/tmp/m.prom") == 0 && o.metrics_interval_s == 0,
+		  "cli: watch --metrics-file, the interval left to its default");
+	check(parse(&o, err, "watch", "--all", "--metrics-file=m.prom", "--metrics-interval", "0.5", NULL) == 0 &&
+		  o.metrics_interval_s == 0.5, "cli: watch --metrics-interval in seconds");
+	check(parse(&o, err, "watch", "--org", "a", "--metrics-interval", "5", NULL) == -1 &&
+		  strstr(err, "goes with --metrics-file"), "cli: --metrics-interval needs --metrics-file");
+	check(parse(&o, err, "watch", "--org", "a", "--metrics-file", "m", "--metrics-interval", "0", NULL) == -1 &&
+		  strstr(err, "seconds > 0"), "cli: --metrics-interval 0");
+	check(parse(&o, err, "get", "--org", "a", "--metrics-file", "m", NULL) == -1 &&
+		  strstr(err, "--metrics-file"), "cli: get does not take --metrics-file");
+	check(parse(&o, err, "metrics", NULL) == 0 && o.command == CMD_METRICS &&
+		  parse(&o, err, "-d", "dbname=x", "metrics", NULL) == 0 && strcmp(o.conninfo, "dbname=x") == 0,
+		  "cli: metrics, with -d");
+	check(parse(&o, err, "metrics", "--org", "a", NULL) == -1 && parse(&o, err, "metrics", "--json", NULL) == -1,
+		  "cli: metrics takes no other option");
+	check(strcmp(cli_command_name(CMD_METRICS), "metrics") == 0 && strcmp(cli_command_name(CMD_NONE), "") == 0,
+		  "cli: command names");
 	check(parse(&o, err, "watch", "--org", "a", "--timeout", "soon", NULL) == -1, "cli: --timeout not a number");
 	check(parse(&o, err, "watch", "--org", "a", "--poll-interval", "5", NULL) == -1, "cli: --poll-interval below 10");
 	check(parse(&o, err, "watch", "--org", "a", "--bogus", NULL) == -1 && strstr(err, "unknown option"),
@@ -828,6 +846,172 @@ test_strbuf(void)
 	ehi_sb_json_string(&b, "a\nb");
 	check(!b.oom && strcmp(b.data, "n:42\"a\\u000ab\"") == 0, "strbuf: printf and JSON strings");
 	ehi_sb_free(&b);
+	ehi_sb_prometheus(&b, "q\"b\\n\nx", 0);
+	ehi_sb_puts(&b, " ");
+	ehi_sb_prometheus(&b, "q\"b\\n\nx", 1);
+	check(!b.oom && strcmp(b.data, "q\\\"b\\\\n\\nx q\"b\\\\n\\nx") == 0,
+		  "strbuf: Prometheus label values escape \\, \" and newlines; HELP texts \\ and newlines");
+	ehi_sb_free(&b);
+}
+
+/* A fixed buffer: snprintf's semantics. */
+static void
+test_strbuf_fixed(void)
+{
+	char		buf[8];
+	ehi_strbuf	b;
+
+	memset(buf, 'x', sizeof(buf));
+	ehi_sb_init_fixed(&b, buf, 6);
+	ehi_sb_puts(&b, "abc");
+	ehi_sb_printf(&b, "%d", 12345);
+	ehi_sb_puts(&b, "z");
+	check(b.len == 9 && strcmp(buf, "abc12") == 0 && buf[6] == 'x',
+		  "strbuf: a fixed buffer keeps what fits and its NUL, never more, and counts the rest");
+	ehi_sb_init_fixed(&b, NULL, 0);
+	ehi_sb_printf(&b, "%s", "four");
+	ehi_sb_prometheus(&b, "\"", 0);
+	check(b.len == 6, "strbuf: a fixed buffer of 0 bytes only counts");
+}
+
+/*
+ * The value of the sample named series (with its labels) in an
+ * exposition, -1 if absent.
+ */
+static double
+sample(const char *text, const char *series)
+{
+	size_t		n = strlen(series);
+
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (strncmp(line, series, n) == 0 && line[n] == ' ')
+			return strtod(line + n + 1, NULL);
+	return -1;
+}
+
+/* How many lines of text start with prefix. */
+static int
+lines_starting(const char *text, const char *prefix)
+{
+	int			count = 0;
+
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		count += strncmp(line, prefix, strlen(prefix)) == 0;
+	return count;
+}
+
+/*
+ * eh_render_metrics: snprintf's semantics, the escaping, and the values it
+ * shows as the delivery (made results) confirms cursors at the head,
+ * resyncs, and follows every organization.
+ */
+static void
+test_metrics(void)
+{
+	eh_client  *c = eh_client_new("dbname=nowhere");
+	char		text[8192];
+	char		small[16];
+	int			n;
+	int			m;
+	eh_sub	   *s;
+	eh_sub	   *q;
+	const char *below[] = {"1 1 t", "2 2 t"};
+	const char *rest[] = {"3 3 t"};
+	const char *ahead[] = {"1", "00000000-0000-4000-8000-000000000001", NULL, NULL, "f", "acme", "3"};
+	const char *orgs[] = {"x", "4", "00000000-0000-4000-8000-000000000004", "f",
+	"y", "6", "00000000-0000-4000-8000-000000000006", "f"};
+	PGresult   *res;
+
+	check(eh_render_metrics(NULL, text, sizeof(text)) == -1, "metrics: -1 for a NULL client");
+	eh_subscribe(c, "acme", 0);
+	eh_subscribe(c, "we\"ird\\org\nname", EH_FROM_HEAD);
+	n = eh_render_metrics(c, NULL, 0);
+	m = eh_render_metrics(c, text, sizeof(text));
+	check(n > 0 && m == n && (int) strlen(text) == n, "metrics: the length it needs, without a buffer; all of it with one");
+	memset(small, 'x', sizeof(small));
+	check(eh_render_metrics(c, small, 10) == n && strlen(small) == 9 && strncmp(small, text, 9) == 0 &&
+		  small[10] == 'x', "metrics: a buffer too small gets what fits and a NUL, and the length it needs");
+	check(sample(text, "eventhub_client_connected") == 0, "metrics: not connected");
+	check(lines_starting(text, "# TYPE eventhub_client_ready gauge") == 1 &&
+		  lines_starting(text, "# HELP eventhub_client_ready ") == 1 &&
+		  lines_starting(text, "# TYPE eventhub_client_resyncs_total counter") == 1 &&
+		  lines_starting(text, "eventhub_client_ready{") == 2,
+		  "metrics: # HELP and # TYPE once per family, a series per subscription");
+	check(sample(text, "eventhub_client_ready{subscription=\"we\\\"ird\\\\org\\nname\"}") == 0,
+		  "metrics: the label value escaped (quote, backslash, newline)");
+	check(sample(text, "eventhub_client_applied_revision{subscription=\"acme\"}") == 0 &&
+		  sample(text, "eventhub_client_applied_revision{subscription=\"we\\\"ird\\\\org\\nname\"}") == -1,
+		  "metrics: the applied revision; none while a subscription waits for its head");
+	check(sample(text, "eventhub_client_resyncs_total{subscription=\"acme\",reason=\"history_removed\"}") == 0 &&
+		  sample(text, "eventhub_client_resyncs_total{subscription=\"acme\",reason=\"version_mismatch\"}") == 0,
+		  "metrics: every resync reason from the start");
+
+	/* A fetch below the head: not ready, not fresh; the rest at the head: both. */
+	s = ehi_find_sub(c, "acme");
+	s->fresh_at -= 5000;
+	c->link.op_sent_at = ehi_now_ms() - 2000;
+	deliver(c, s, fetch_result(3, 2, below));
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_ready{subscription=\"acme\"}") == 0 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"acme\"}") >= 5.0 &&
+		  sample(text, "eventhub_client_applied_revision{subscription=\"acme\"}") == 2,
+		  "metrics: a fetch below the head: applied, but neither ready nor fresh (since subscribing)");
+	deliver(c, s, fetch_result(3, 1, rest));
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_ready{subscription=\"acme\"}") == 1 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"acme\"}") >= 2.0 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"acme\"}") < 4.0 &&
+		  sample(text, "eventhub_client_applied_revision{subscription=\"acme\"}") == 3,
+		  "metrics: at the head: ready, fresh as of when the fetch was sent");
+	eh_ack(c, "acme", 2);
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_applied_revision{subscription=\"acme\"}") == 2,
+		  "metrics: the applied revision is eh_ack's once it is used");
+
+	/* A poll finds the head below the cursor: a resync, counted by reason; still ready. */
+	c->link.op_sent_at = ehi_now_ms();
+	res = tuples(7, 1, ahead);
+	ehi_handle_delivery(c, OP_STATE, NULL, res);
+	PQclear(res);
+	eh_render_metrics(c, text, sizeof(text));
+	check(s->cursor == 1 &&
+		  sample(text, "eventhub_client_resyncs_total{subscription=\"acme\",reason=\"cursor_ahead\"}") == 1 &&
+		  sample(text, "eventhub_client_resyncs_total{subscription=\"acme\",reason=\"history_removed\"}") == 0 &&
+		  sample(text, "eventhub_client_ready{subscription=\"acme\"}") == 1 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"acme\"}") < 1.0,
+		  "metrics: a resync counted by its reason; at the head it read, fresh");
+
+	/* The counters. */
+	c->counters[EH_STAT_NOTIFICATIONS] = 5;
+	c->counters[EH_STAT_POLLS] = 7;
+	c->counters[EH_STAT_FETCHES] = 11;
+	c->counters[EH_STAT_RECONNECTS] = 2;
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_wakeups_total{source=\"notification\"}") == 5 &&
+		  sample(text, "eventhub_client_wakeups_total{source=\"poll\"}") == 7 &&
+		  sample(text, "eventhub_client_fetches_total") == 11 &&
+		  sample(text, "eventhub_client_reconnects_total") == 2 &&
+		  sample(text, "eventhub_client_events_delivered_total") == 3,
+		  "metrics: wakeups by source, fetches, reconnects, events delivered");
+
+	/* Every organization: one subscription "*", ready once discovered at the head. */
+	eh_subscribe_all(c, EH_FROM_HEAD);
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_ready{subscription=\"*\"}") == 0, "metrics: \"*\" not ready before a discovery");
+	c->link.op_sent_at = ehi_now_ms();
+	res = tuples(4, 2, orgs);
+	ehi_handle_delivery(c, OP_DISCOVER, NULL, res);
+	PQclear(res);
+	q = ehi_find_sub(c, "x");
+	q->fresh_at -= 9000;
+	eh_render_metrics(c, text, sizeof(text));
+	check(q && q->automatic && sample(text, "eventhub_client_ready{subscription=\"*\"}") == 1 &&
+		  sample(text, "eventhub_client_applied_revision{subscription=\"*\"}") == 10 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"*\"}") >= 9.0 &&
+		  lines_starting(text, "eventhub_client_ready{subscription=\"x\"}") == 0 &&
+		  lines_starting(text, "eventhub_client_ready{") == 3,
+		  "metrics: the organizations followed are one series \"*\": ready, the sum of revisions, the stalest");
+	eh_client_free(c);
 }
 
 /*
@@ -864,12 +1048,14 @@ main(int argc, char **argv)
 	test_versions();
 	test_map();
 	test_strbuf();
+	test_strbuf_fixed();
 	test_cli();
 	test_escaping();
 	test_library_options();
 	test_library_publish();
 	test_delivery();
 	test_snapshot_steps();
+	test_metrics();
 	test_build_script(argv[0], "check_layers.sh", "build: the library's files call one way (internal.h's layer order)");
 	test_build_script(argv[0], "check_exports.sh", "build: the library exports exactly the documented functions");
 	printf("1..%d\n", tests);

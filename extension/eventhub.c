@@ -220,6 +220,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		EventhubNotifyShmemInit();
+		EventhubMetricsShmemInit();
 		EventhubRegisterWorkers();
 	}
 }

@@ -82,6 +82,27 @@ extern int64 EventhubMaxBytesArgument(FunctionCallInfo fcinfo, int argno);
 extern void EventhubInitResultStore(FunctionCallInfo fcinfo);
 
 /*
+ * metrics.c: the counters of eventhub.metrics() in shared memory (zero
+ * without preloading).  EventhubCountAtCommit counts for when the current
+ * transaction commits (a rolled-back savepoint takes its counts back);
+ * EventhubCountNow for what is already done.
+ */
+typedef enum EventhubCounter
+{
+	EVENTHUB_COUNTER_PUBLISHED,
+	EVENTHUB_COUNTER_RETENTION_DELETED,
+	EVENTHUB_COUNTER_NOTIFICATIONS_SENT,
+	EVENTHUB_COUNTER_STALLED_TERMINATED,
+	EVENTHUB_NUM_COUNTERS
+} EventhubCounter;
+
+extern void EventhubCountAtCommit(EventhubCounter c, uint64 n);
+extern void EventhubRetentionPassEndsAtCommit(void);
+extern void EventhubCountNow(EventhubCounter c, uint64 n);
+extern void EventhubReadCounters(uint64 *counts, TimestampTz *retention_pass_ended);
+extern void EventhubMetricsShmemInit(void);
+
+/*
  * guard.c: only eventhub's own functions write its tables, through
  * EventhubAsOwner, which runs their statements as the extension's owner.
  */

@@ -133,12 +133,14 @@ SendQueued(uint64 *dropped_seen, bool *poll_now)
 			/* Announcements were lost: everyone polls now. */
 			EventhubFormatPayload(&payload, zero_token, &zero_version);
 			Async_Notify(EVENTHUB_CHANNEL, payload.data);
+			EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, 1);
 		}
 		for (int i = 0; i < n; i++)
 		{
 			EventhubFormatPayload(&payload, order[i]->token, &order[i]->version);
 			Async_Notify(EVENTHUB_CHANNEL, payload.data);
 		}
+		EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, (uint64) n);
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*dropped_seen = dropped;

@@ -140,6 +140,7 @@ SendPublished(void)
 			continue;
 		EventhubFormatPayload(&payload, p->token, &p->levels[p->depth - 1].version);
 		Async_Notify(EVENTHUB_CHANNEL, payload.data);
+		EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, 1);
 	}
 	pfree(payload.data);
 }

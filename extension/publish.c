@@ -410,6 +410,17 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 }
 
 /*
+ * The event a has been inserted at revision: announced and counted when
+ * the transaction commits.
+ */
+static void
+Published(const PublishArgs *a, int64 revision)
+{
+	EventhubRecordPublished(a->org, &a->version, revision);
+	EventhubCountAtCommit(EVENTHUB_COUNTER_PUBLISHED, 1);
+}
+
+/*
  * Appends the event and returns its revision, or returns the original
  * revision of a replayed correlation id.  The caller has connected to SPI
  * and allowed writes.
@@ -453,7 +464,7 @@ Publish(const PublishArgs *a)
 			revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		else
 			revision = PublishFirst(a, &replayed);
-		EventhubRecordPublished(a->org, &a->version, revision);
+		Published(a, revision);
 		return revision;
 	}
 
@@ -482,7 +493,7 @@ Publish(const PublishArgs *a)
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
 	if (!isnull)
 	{
-		EventhubRecordPublished(a->org, &a->version, revision);
+		Published(a, revision);
 		return revision;
 	}
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
@@ -491,7 +502,7 @@ Publish(const PublishArgs *a)
 		/* A new organization. */
 		revision = PublishFirst(a, &replayed);
 		if (!replayed)
-			EventhubRecordPublished(a->org, &a->version, revision);
+			Published(a, revision);
 		return revision;
 	}
 

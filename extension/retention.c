@@ -324,6 +324,9 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 		}
 		*more = walked >= scan_limit;
 	}
+	EventhubCountAtCommit(EVENTHUB_COUNTER_RETENTION_DELETED, (uint64) deleted);
+	if (!*more)
+		EventhubRetentionPassEndsAtCommit();
 	return deleted;
 }
 

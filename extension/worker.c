@@ -288,6 +288,8 @@ CheckStalledClients(void)
 	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
 	TimestampTz now = GetCurrentTimestamp();
 	StalledSession *seen;
+	SPITupleTable *sessions;
+	uint64		nsessions;
 	int			nseen = 0;
 	int			ret;
 
@@ -308,11 +310,14 @@ CheckStalledClients(void)
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading pg_stat_activity failed: %s", SPI_result_code_string(ret));
 
-	seen = MemoryContextAlloc(stalled_cxt, sizeof(StalledSession) * Max(SPI_processed, 1));
-	for (uint64 i = 0; i < SPI_processed; i++)
+	/* Kept: terminating a session below replaces SPI_tuptable. */
+	sessions = SPI_tuptable;
+	nsessions = SPI_processed;
+	seen = MemoryContextAlloc(stalled_cxt, sizeof(StalledSession) * Max(nsessions, 1));
+	for (uint64 i = 0; i < nsessions; i++)
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
+		HeapTuple	tuple = sessions->vals[i];
+		TupleDesc	desc = sessions->tupdesc;
 		bool		isnull;
 		int			pid = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
 		TimestampTz started = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull));
@@ -332,8 +337,11 @@ CheckStalledClients(void)
 
 			ret = SPI_execute_with_args("SELECT pg_catalog.pg_terminate_backend($1)",
 										1, &pidtype, &pidarg, NULL, false, 1);
-			if (ret != SPI_OK_SELECT)
+			if (ret != SPI_OK_SELECT || SPI_processed != 1)
 				elog(ERROR, "eventhub: terminating a session failed: %s", SPI_result_code_string(ret));
+			/* Signalled: done, whatever becomes of this transaction. */
+			if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+				EventhubCountNow(EVENTHUB_COUNTER_STALLED_TERMINATED, 1);
 			ereport(LOG,
 					(errmsg("eventhub terminated client session %d, stalled for %ld s", pid, secs),
 					 errdetail("The session of user \"%s\" (application \"%s\", client %s) was blocked sending notifications to a client that does not read them%s%s%s.",

@@ -1,5 +1,5 @@
--- ALTER EXTENSION eventhub UPDATE from the previous releases (0.3.0, and
--- 0.2.0 through it): the library refuses the database until it has run,
+-- ALTER EXTENSION eventhub UPDATE from the previous releases (0.4.0, 0.3.0
+-- and 0.2.0 through them): the library refuses the database until it has run,
 -- and afterwards the catalog is the one a fresh installation has,
 -- privileges and comments included.  (regress/t/017_upgrade.pl goes from
 -- 0.1.0 under load.)
@@ -116,6 +116,21 @@ SELECT organization_id, revision, complete_after FROM eventhub.organization_stat
 CREATE TEMP TABLE updated_from_030 AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
 DROP EXTENSION eventhub;
 
+-- From 0.4.0: refused until the update, which adds eventhub.metrics() and
+-- keeps what was published.
+CREATE EXTENSION eventhub VERSION '0.4.0';
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
+SET eventhub.protect_tables = off;
+INSERT INTO eventhub.organization_states (organization_id, version_id, revision, updated_at)
+VALUES ('acme', gen_random_uuid(), 0, now());
+RESET eventhub.protect_tables;
+ALTER EXTENSION eventhub UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'eventhub';
+SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
+SELECT count(*) > 0 AS series FROM eventhub.metrics();
+CREATE TEMP TABLE updated_from_040 AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
+DROP EXTENSION eventhub;
+
 CREATE EXTENSION eventhub;
 CREATE TEMP TABLE fresh AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
 DROP EXTENSION eventhub;
@@ -128,6 +143,10 @@ UNION ALL
 SELECT 'only after the update from 0.3.0', line FROM (TABLE updated_from_030 EXCEPT ALL TABLE fresh) u
 UNION ALL
 SELECT 'only in a fresh installation, not from 0.3.0', line FROM (TABLE fresh EXCEPT ALL TABLE updated_from_030) f
+UNION ALL
+SELECT 'only after the update from 0.4.0', line FROM (TABLE updated_from_040 EXCEPT ALL TABLE fresh) u
+UNION ALL
+SELECT 'only in a fresh installation, not from 0.4.0', line FROM (TABLE fresh EXCEPT ALL TABLE updated_from_040) f
 ORDER BY 1, 2;
 -- And the comparison saw the objects: functions, tables, triggers, grants,
 -- initial privileges, and the new columns and index.
@@ -139,5 +158,6 @@ SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
                            OR line LIKE 'column eventhub.organization_states.complete_after %'
                            OR line LIKE 'index CREATE INDEX events_entity_idx %'
                            OR line LIKE 'function eventhub.transactions_since(%'
-                           OR line = 'member type eventhub.transaction_event') AS new_objects
+                           OR line = 'member type eventhub.transaction_event'
+                           OR line LIKE 'function eventhub.metrics()%') AS new_objects
   FROM fresh;

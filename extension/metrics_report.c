@@ -1,0 +1,378 @@
+/*
+ * metrics_report.c
+ *	  eventhub.metrics(): what operators alert on, in Prometheus' data
+ *	  model, one row per series.
+ *
+ * The counters come from shared memory (metrics.c); everything else is
+ * read from the tables in one statement, as the extension's owner, with
+ * the visibility rule of the replica_status view applied for the calling
+ * role (under access control: the progress of the organizations it may
+ * read, its own replicas, the organizations it may read).  Like
+ * replica_status, a replica's configuration hash is compared with those of
+ * every live replica, visible or not.
+ *
+ * No series is per organization: their number grows with replicas only.
+ * The statement's cost grows with the progress rows (one pass to find the
+ * rows behind their head, one to find where live replicas report
+ * different hashes) and with the rows behind (one index probe each for the
+ * oldest event they have not applied); see docs/sql.md.
+ *
+ * Per replica, as `eventhub status` reports it from replica_status:
+ * lag_events is the sum of lag_revisions over its organizations where it is
+ * behind; lag_seconds the greatest behind_for (when the oldest event a
+ * replica has not applied is no longer kept, the age of the organization's
+ * head event, a lower bound, instead of NULL); a configuration hash
+ * "mismatches" where, among the live replicas at the same organization and
+ * revision, it is not the one hash reported by more replicas than any other
+ * (so two replicas that disagree both mismatch).
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "eventhub.h"
+
+PG_FUNCTION_INFO_V1(metrics);
+
+/* The series' names, types and help texts, in the order they are returned. */
+typedef enum Series
+{
+	S_PUBLISHED,
+	S_ORGANIZATIONS,
+	S_EVENTS_KEPT,
+	S_REPLICAS,
+	S_REPLICA_LAG_EVENTS,
+	S_REPLICA_LAG_SECONDS,
+	S_REPLICA_HEARTBEAT_AGE,
+	S_REPLICA_HASH_MISMATCH,
+	S_HASH_DISAGREEING,
+	S_ORGS_BEHIND,
+	S_LAG_EVENTS_MAX,
+	S_OLDEST_UNAPPLIED_AGE,
+	S_RETENTION_DELETED,
+	S_RETENTION_LAST_PASS,
+	S_RETENTION_HELD_BACK,
+	S_NOTIFICATIONS_SENT,
+	S_NOTIFICATION_QUEUE_USAGE,
+	S_STALLED_TERMINATED,
+	S_COUNT
+} Series;
+
+typedef struct SeriesInfo
+{
+	const char *name;
+	bool		counter;
+	const char *help;
+} SeriesInfo;
+
+static const SeriesInfo series[S_COUNT] = {
+	[S_PUBLISHED] = {"eventhub_events_published_total", true,
+	"Events published by committed transactions since the server started."},
+	[S_ORGANIZATIONS] = {"eventhub_organizations", false,
+	"Registered organizations."},
+	[S_EVENTS_KEPT] = {"eventhub_events_kept", false,
+	"Events kept in eventhub.events (the planner's estimate, as of the last VACUUM or ANALYZE)."},
+	[S_REPLICAS] = {"eventhub_replicas", false,
+	"Registered replicas, live or stale (no heartbeat for longer than eventhub.replica_ttl)."},
+	[S_REPLICA_LAG_EVENTS] = {"eventhub_replica_lag_events", false,
+	"Events the replica has not applied, summed over the organizations it follows."},
+	[S_REPLICA_LAG_SECONDS] = {"eventhub_replica_lag_seconds", false,
+	"Age of the oldest event the replica has not applied (0 when caught up)."},
+	[S_REPLICA_HEARTBEAT_AGE] = {"eventhub_replica_heartbeat_age_seconds", false,
+	"Seconds since the replica's last heartbeat."},
+	[S_REPLICA_HASH_MISMATCH] = {"eventhub_replica_config_hash_mismatch", false,
+	"1 when, for some organization, the replica's configuration hash is not the one most live replicas at its revision report."},
+	[S_HASH_DISAGREEING] = {"eventhub_replicas_config_hash_disagreeing", false,
+	"Replicas whose configuration hash differs from the one most live replicas report."},
+	[S_ORGS_BEHIND] = {"eventhub_organizations_behind", false,
+	"Organizations on which some live replica is behind the head."},
+	[S_LAG_EVENTS_MAX] = {"eventhub_replica_lag_events_max", false,
+	"The most events a live replica has not applied in one organization."},
+	[S_OLDEST_UNAPPLIED_AGE] = {"eventhub_oldest_unapplied_event_age_seconds", false,
+	"Age of the oldest event some live replica has not applied (0 when all are caught up)."},
+	[S_RETENTION_DELETED] = {"eventhub_retention_deleted_events_total", true,
+	"Events deleted by retention (the background worker or run_maintenance) since the server started."},
+	[S_RETENTION_LAST_PASS] = {"eventhub_retention_last_pass_timestamp_seconds", false,
+	"Unix time when the last retention pass ended (0: none since the server started)."},
+	[S_RETENTION_HELD_BACK] = {"eventhub_retention_held_back_events", false,
+	"Expired events kept because a live replica has not applied them (eventhub.retain_until_applied)."},
+	[S_NOTIFICATIONS_SENT] = {"eventhub_notifications_sent_total", true,
+	"Notifications sent on channel eventhub (by the notifier or by publishing transactions) since the server started."},
+	[S_NOTIFICATION_QUEUE_USAGE] = {"eventhub_notification_queue_usage_ratio", false,
+	"Fraction of PostgreSQL's notification queue in use (pg_notification_queue_usage())."},
+	[S_STALLED_TERMINATED] = {"eventhub_stalled_clients_terminated_total", true,
+	"Client sessions terminated for not reading their notifications (eventhub.stalled_client_timeout) since the server started."},
+};
+
+/*
+ * One statement, as the owner.  $1: live replicas have a heartbeat at or
+ * after it; $2, $3: retention's limits (expired before $2, forced before
+ * $3); $4: access control is on.  Every name is qualified, operators
+ * included.
+ *
+ * rep: every replica, live or not.  behind: the progress rows behind their
+ * organization's head that the caller sees.  aged: those with the age of
+ * the oldest event not applied.  split: the (organization, revision) pairs
+ * at which live replicas report different hashes; votes: how many live
+ * replicas report each hash there; winner: the hash reported by more than
+ * any other; mismatched: replicas with a visible row at a split pair whose
+ * hash is not the winner.  vis: the replicas the caller sees.
+ *
+ * One row per visible replica (none: one row of NULLs), each carrying the
+ * global figures.
+ */
+#define EQ " OPERATOR(pg_catalog.=) "
+#define METRICS_SQL \
+	"WITH rep AS MATERIALIZED (" \
+	" SELECT r.replica_id, r.owner, r.last_heartbeat OPERATOR(pg_catalog.>=) $1 AS live," \
+	"  pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.last_heartbeat) AS heartbeat_age" \
+	" FROM eventhub.replicas r)," \
+	" behind AS MATERIALIZED (" \
+	" SELECT p.replica_id, p.organization_id, p.applied_revision, s.updated_at," \
+	"  s.revision OPERATOR(pg_catalog.-) p.applied_revision AS lag" \
+	" FROM eventhub.replica_progress p" \
+	" JOIN eventhub.organization_states s ON s.organization_id" EQ "p.organization_id" \
+	" WHERE s.revision OPERATOR(pg_catalog.>) p.applied_revision" \
+	"  AND (NOT $4 OR eventhub.has_organization_privilege(p.organization_id, 'read')))," \
+	" aged AS MATERIALIZED (" \
+	" SELECT b.replica_id, b.organization_id, b.applied_revision, b.lag, rep.live," \
+	"  pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) COALESCE(" \
+	"   (SELECT e.processed_timestamp FROM eventhub.events e" \
+	"     WHERE e.organization_id" EQ "b.organization_id" \
+	"       AND e.revision OPERATOR(pg_catalog.>) b.applied_revision" \
+	"     ORDER BY e.revision LIMIT 1), b.updated_at)) AS age" \
+	" FROM behind b JOIN rep ON rep.replica_id" EQ "b.replica_id)," \
+	" split AS MATERIALIZED (" \
+	" SELECT q.organization_id, q.applied_revision" \
+	" FROM eventhub.replica_progress q JOIN rep ON rep.replica_id" EQ "q.replica_id" \
+	" WHERE rep.live AND q.config_hash IS NOT NULL" \
+	" GROUP BY q.organization_id, q.applied_revision" \
+	" HAVING pg_catalog.min(q.config_hash COLLATE pg_catalog.\"C\")" \
+	"  OPERATOR(pg_catalog.<>) pg_catalog.max(q.config_hash COLLATE pg_catalog.\"C\"))," \
+	" votes AS MATERIALIZED (" \
+	" SELECT q.organization_id, q.applied_revision, q.config_hash, pg_catalog.count(*) AS n" \
+	" FROM split x" \
+	" JOIN eventhub.replica_progress q ON q.organization_id" EQ "x.organization_id" \
+	"  AND q.applied_revision" EQ "x.applied_revision" \
+	" JOIN rep ON rep.replica_id" EQ "q.replica_id" \
+	" WHERE rep.live AND q.config_hash IS NOT NULL" \
+	" GROUP BY q.organization_id, q.applied_revision, q.config_hash)," \
+	" winner AS (" \
+	" SELECT v.organization_id, v.applied_revision, v.config_hash FROM votes v" \
+	" WHERE v.n OPERATOR(pg_catalog.>) ALL (SELECT w.n FROM votes w" \
+	"  WHERE w.organization_id" EQ "v.organization_id AND w.applied_revision" EQ "v.applied_revision" \
+	"   AND w.config_hash OPERATOR(pg_catalog.<>) v.config_hash))," \
+	" mismatched AS MATERIALIZED (" \
+	" SELECT DISTINCT q.replica_id FROM split x" \
+	" JOIN eventhub.replica_progress q ON q.organization_id" EQ "x.organization_id" \
+	"  AND q.applied_revision" EQ "x.applied_revision" \
+	" WHERE q.config_hash IS NOT NULL" \
+	"  AND (NOT $4 OR eventhub.has_organization_privilege(q.organization_id, 'read'))" \
+	"  AND NOT EXISTS (SELECT FROM winner w WHERE w.organization_id" EQ "q.organization_id" \
+	"   AND w.applied_revision" EQ "q.applied_revision AND w.config_hash" EQ "q.config_hash))," \
+	" vis AS (" \
+	" SELECT rep.replica_id, rep.live, rep.heartbeat_age FROM rep" \
+	" WHERE NOT $4 OR CASE" \
+	"  WHEN EXISTS (SELECT FROM eventhub.replica_progress p WHERE p.replica_id" EQ "rep.replica_id)" \
+	"  THEN EXISTS (SELECT FROM eventhub.replica_progress p WHERE p.replica_id" EQ "rep.replica_id" \
+	"   AND eventhub.has_organization_privilege(p.organization_id, 'read'))" \
+	"  ELSE eventhub.replica_visible(rep.owner) END)," \
+	" per_replica AS (" \
+	" SELECT a.replica_id, pg_catalog.sum(a.lag) AS lag, pg_catalog.max(a.age) AS age" \
+	" FROM aged a GROUP BY a.replica_id)" \
+	" SELECT v.replica_id, v.live, v.heartbeat_age," \
+	"  COALESCE(l.lag, 0)::pg_catalog.float8, COALESCE(l.age, 0)," \
+	"  v.replica_id IN (SELECT m.replica_id FROM mismatched m)," \
+	"  g.organizations::pg_catalog.float8, g.behind::pg_catalog.float8, g.lag_max::pg_catalog.float8," \
+	"  g.oldest, g.held_back::pg_catalog.float8, g.kept::pg_catalog.float8, g.queue_usage" \
+	" FROM (SELECT" \
+	"  (SELECT pg_catalog.count(*) FROM eventhub.organization_states s" \
+	"    WHERE NOT $4 OR eventhub.has_organization_privilege(s.organization_id, 'read')) AS organizations," \
+	"  (SELECT pg_catalog.count(DISTINCT a.organization_id) FROM aged a WHERE a.live) AS behind," \
+	"  (SELECT COALESCE(pg_catalog.max(a.lag), 0) FROM aged a WHERE a.live) AS lag_max," \
+	"  (SELECT COALESCE(pg_catalog.max(a.age), 0) FROM aged a WHERE a.live) AS oldest," \
+	"  (SELECT COALESCE(pg_catalog.sum((SELECT pg_catalog.count(*) FROM eventhub.events e" \
+	"     WHERE e.organization_id" EQ "o.organization_id AND e.revision OPERATOR(pg_catalog.>) o.applied" \
+	"       AND e.processed_timestamp OPERATOR(pg_catalog.<) $2" \
+	"       AND e.processed_timestamp OPERATOR(pg_catalog.>=) $3)), 0)" \
+	"    FROM (SELECT a.organization_id, pg_catalog.min(a.applied_revision) AS applied" \
+	"     FROM aged a WHERE a.live GROUP BY a.organization_id) o) AS held_back," \
+	"  (SELECT GREATEST(c.reltuples, 0) FROM pg_catalog.pg_class c" \
+	"    WHERE c.oid" EQ "'eventhub.events'::pg_catalog.regclass) AS kept," \
+	"  pg_catalog.pg_notification_queue_usage() AS queue_usage) g" \
+	" LEFT JOIN vis v ON true" \
+	" LEFT JOIN per_replica l ON l.replica_id" EQ "v.replica_id" \
+	" ORDER BY v.replica_id"
+
+/* Columns of the statement's rows. */
+enum
+{
+	C_REPLICA, C_LIVE, C_HEARTBEAT_AGE, C_LAG_EVENTS, C_LAG_SECONDS, C_MISMATCH,
+	C_ORGANIZATIONS, C_BEHIND, C_LAG_MAX, C_OLDEST, C_HELD_BACK, C_KEPT, C_QUEUE_USAGE
+};
+
+typedef struct MetricsOut
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+} MetricsOut;
+
+/* Adds one series: labels is a JSON object's text. */
+static void
+Put(MetricsOut *out, Series s, const char *labels, double value)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	values[0] = CStringGetTextDatum(series[s].name);
+	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(labels));
+	values[2] = CStringGetTextDatum(series[s].counter ? "counter" : "gauge");
+	values[3] = CStringGetTextDatum(series[s].help);
+	values[4] = Float8GetDatum(value);
+	tuplestore_putvalues(out->store, out->desc, values, nulls);
+}
+
+/* {"replica": "<id>"}, the id escaped. */
+static char *
+ReplicaLabels(const char *replica_id)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"replica\": ");
+	escape_json(&buf, replica_id);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+static double
+Float8Column(HeapTuple tuple, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col + 1, &isnull);
+
+	return isnull ? 0 : DatumGetFloat8(d);
+}
+
+/*
+ * metrics() -> TABLE (name text, labels jsonb, type text, help text, value
+ *					   double precision)
+ *
+ * Every series, the families in a fixed order, per-replica series by
+ * replica id.
+ */
+Datum
+metrics(PG_FUNCTION_ARGS)
+{
+	static EventhubPlan plan;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			argtypes[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID};
+	Datum		args[4];
+	MetricsOut	out;
+	TimestampTz forced_before;
+	uint64		counts[EVENTHUB_NUM_COUNTERS];
+	TimestampTz pass_ended;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	SPITupleTable *rows;
+	uint64		nrows;
+	HeapTuple	first;
+	TupleDesc	desc;
+	int			live = 0,
+				stale = 0,
+				mismatched = 0;
+	bool		isnull;
+	int			ret;
+	Series		per_replica[] = {S_REPLICA_LAG_EVENTS, S_REPLICA_LAG_SECONDS,
+	S_REPLICA_HEARTBEAT_AGE, S_REPLICA_HASH_MISMATCH};
+	int			per_replica_col[] = {C_LAG_EVENTS, C_LAG_SECONDS, C_HEARTBEAT_AGE, C_MISMATCH};
+
+	EventhubRequireCurrentSchema();
+	EventhubInitResultStore(fcinfo);
+	out.store = rsinfo->setResult;
+	out.desc = rsinfo->setDesc;
+
+	/*
+	 * Retention's limits (EventhubRetentionNow), and the replica_status
+	 * view's live replicas, as of now(): the transaction's start.
+	 */
+	if (eventhub_retain_until_applied)
+		forced_before = now - (int64) eventhub_max_retention * USECS_PER_SEC;
+	else
+		TIMESTAMP_NOEND(forced_before);
+	args[0] = TimestampTzGetDatum(now - (int64) eventhub_replica_ttl * USECS_PER_SEC);
+	args[1] = TimestampTzGetDatum(now - (int64) eventhub_retention * USECS_PER_SEC);
+	args[2] = TimestampTzGetDatum(forced_before);
+	args[3] = BoolGetDatum(EventhubAccessControlEnabled());
+
+	EventhubReadCounters(counts, &pass_ended);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(&plan, METRICS_SQL, 4, argtypes, args, NULL, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed < 1)
+		elog(ERROR, "eventhub: reading the metrics failed: %s", SPI_result_code_string(ret));
+	rows = SPI_tuptable;
+	nrows = SPI_processed;
+	desc = rows->tupdesc;
+	first = rows->vals[0];
+
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		(void) SPI_getbinval(rows->vals[i], desc, C_REPLICA + 1, &isnull);
+		if (isnull)
+			continue;
+		if (DatumGetBool(SPI_getbinval(rows->vals[i], desc, C_LIVE + 1, &isnull)))
+			live++;
+		else
+			stale++;
+		if (DatumGetBool(SPI_getbinval(rows->vals[i], desc, C_MISMATCH + 1, &isnull)))
+			mismatched++;
+	}
+
+	Put(&out, S_PUBLISHED, "{}", (double) counts[EVENTHUB_COUNTER_PUBLISHED]);
+	Put(&out, S_ORGANIZATIONS, "{}", Float8Column(first, desc, C_ORGANIZATIONS));
+	Put(&out, S_EVENTS_KEPT, "{}", Float8Column(first, desc, C_KEPT));
+	Put(&out, S_REPLICAS, "{\"state\": \"live\"}", live);
+	Put(&out, S_REPLICAS, "{\"state\": \"stale\"}", stale);
+	for (int k = 0; k < (int) lengthof(per_replica); k++)
+	{
+		for (uint64 i = 0; i < nrows; i++)
+		{
+			HeapTuple	tuple = rows->vals[i];
+			char	   *id = SPI_getvalue(tuple, desc, C_REPLICA + 1);
+			double		value;
+
+			if (id == NULL)
+				continue;
+			if (per_replica_col[k] == C_MISMATCH)
+				value = DatumGetBool(SPI_getbinval(tuple, desc, C_MISMATCH + 1, &isnull)) ? 1 : 0;
+			else
+				value = Float8Column(tuple, desc, per_replica_col[k]);
+			Put(&out, per_replica[k], ReplicaLabels(id), value);
+		}
+	}
+	Put(&out, S_HASH_DISAGREEING, "{}", mismatched);
+	Put(&out, S_ORGS_BEHIND, "{}", Float8Column(first, desc, C_BEHIND));
+	Put(&out, S_LAG_EVENTS_MAX, "{}", Float8Column(first, desc, C_LAG_MAX));
+	Put(&out, S_OLDEST_UNAPPLIED_AGE, "{}", Float8Column(first, desc, C_OLDEST));
+	Put(&out, S_RETENTION_DELETED, "{}", (double) counts[EVENTHUB_COUNTER_RETENTION_DELETED]);
+	Put(&out, S_RETENTION_LAST_PASS, "{}", pass_ended == 0 ? 0 :
+		(double) (pass_ended - SetEpochTimestamp()) / USECS_PER_SEC);
+	Put(&out, S_RETENTION_HELD_BACK, "{}", Float8Column(first, desc, C_HELD_BACK));
+	Put(&out, S_NOTIFICATIONS_SENT, "{}", (double) counts[EVENTHUB_COUNTER_NOTIFICATIONS_SENT]);
+	Put(&out, S_NOTIFICATION_QUEUE_USAGE, "{}", Float8Column(first, desc, C_QUEUE_USAGE));
+	Put(&out, S_STALLED_TERMINATED, "{}", (double) counts[EVENTHUB_COUNTER_STALLED_TERMINATED]);
+
+	SPI_finish();
+	return (Datum) 0;
+}
