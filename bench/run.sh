@@ -4,10 +4,11 @@
 #   bench/run.sh                       full sizes (about 12 minutes on 2 cores)
 #   BENCH_SCALE=smoke bench/run.sh     tiny sizes, about a minute (make test)
 #   BENCH_ONLY="8 9" bench/run.sh      only the measurements numbered 8 and 9
+#   BENCH_ONLY=10 BENCH_SCALE=smoke bench/run.sh   the metrics scrapes alone, small
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the numbers of the measurements to run (1-9, separated by
+#   BENCH_ONLY   the numbers of the measurements to run (1-10, separated by
 #                spaces or commas); default all
 #   BENCH_JSON   where to write the figures as JSON; default
 #                bench/results.json under the directory it was called from.
@@ -35,7 +36,7 @@ if [ "${1:-}" != "--inner" ]; then
 	esac
 	only=${BENCH_ONLY:-}
 	case $only in *[!0-9,\ ]*)
-		echo "bench: BENCH_ONLY must list measurement numbers (1-9), not '$only'" >&2
+		echo "bench: BENCH_ONLY must list measurement numbers (1-10), not '$only'" >&2
 		exit 2
 		;;
 	esac
@@ -101,6 +102,9 @@ full)
 	SNAP_SMALL=100000 SNAP_BIG=1000000   # entities of the two snapshot organizations
 	SNAP_ROUNDS=3
 	COMPACTION_ROUNDS=7
+	METRICS_ORGS=100000 METRICS_REPLICAS=100   # eventhub.metrics()' data set
+	METRICS_FOLLOW="1000 10000"                # organizations each replica follows
+	METRICS_CALLS=10
 	;;
 smoke)
 	T_TPS=1
@@ -119,6 +123,9 @@ smoke)
 	SNAP_SMALL=2000 SNAP_BIG=20000
 	SNAP_ROUNDS=1
 	COMPACTION_ROUNDS=1
+	METRICS_ORGS=2000 METRICS_REPLICAS=10
+	METRICS_FOLLOW="200 2000"
+	METRICS_CALLS=3
 	;;
 esac
 CHUNK_T=2
@@ -289,7 +296,7 @@ row "0. notification mode (eventhub.notification_mode())" "$mode"
 
 # ------------------------------------------- 1. publish vs bare INSERT and PgQ
 if want 1; then
-	say "1/9 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	say "1/10 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 	json1=()
 	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 		read -r c v fsync <<<"$point"
@@ -347,7 +354,7 @@ sub_run() {
 
 # ---------------------------------------- 2. publish-to-callback latency
 if want 2; then
-	say "2/9 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+	say "2/10 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
 	json2=()
 	for n in $LAT_SUBS; do
 		sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
@@ -372,7 +379,7 @@ fi
 
 # ------------------------------------------------- 3. cost of NOTIFY
 if want 3; then
-	say "3/9 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
+	say "3/10 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
 	without=() with=() consumed=0
 	for ((r = 0; r < ROUNDS; r++)); do
 		tps_point "$out/notify_0_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
@@ -416,7 +423,7 @@ EOF
 # --------------------------------------------------- 4. catch-up and reads
 if want 4; then
 	small=$((CATCHUP / 10))
-	say "4/9 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+	say "4/10 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
 	load_backlog catchup-big "$CATCHUP" '0 s'
 	load_backlog catchup-small "$small" '0 s'
 	q -c "VACUUM ANALYZE eventhub.events" >/dev/null
@@ -449,7 +456,7 @@ fi
 # NEW_ORGS organizations; then, after ANALYZE, a fresh session creates as
 # many more.  A plan kept from the small table must not slow the first.
 if want 5; then
-	say "5/9 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+	say "5/10 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
 	tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
 	q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
 	tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
@@ -475,7 +482,7 @@ chunks() {
 # against p99 just before it.
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid
-	say "6/9 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/10 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -530,7 +537,7 @@ fi
 
 # ----------------------------------------------------- 7. poll fallback
 if want 7; then
-	say "7/9 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+	say "7/10 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
 	json6=()
 	for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
 		read -r poll rate t <<<"$spec"
@@ -558,7 +565,7 @@ entity_index_off() {
 	q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS eventhub.events_entity_idx" -c CHECKPOINT >/dev/null || fail "dropping events_entity_idx failed"
 }
 if want 8; then
-	say "8/9 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
+	say "8/10 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
 	printf '%s\n' "\\set e random(1, 100000)" \
 		"SELECT eventhub.publish_event('bench-' || :client_id, 'API', 'UPDATE', 'api-' || :e, NULL, '$data');" \
 		>"$work/publish_many.sql"
@@ -621,7 +628,7 @@ snap_build() {
 	done | PGDATABASE=snapshots q >/dev/null
 }
 if want 9; then
-	say "9/9 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+	say "9/10 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
 	# Retention of 1 s with compaction on, in force before the build, so that
 	# the worker's pass at this reload (over the postgres database) overlaps
 	# the build and not the measurements.  Two events of one entity there
@@ -718,6 +725,109 @@ if want 9; then
 	row "9. one retention pass over $kept kept entities, nothing to delete (compaction on), seconds" "$secs ($deleted deleted)"
 	reload_conf "ALTER SYSTEM RESET eventhub.compaction" "ALTER SYSTEM SET eventhub.retention = '30d'"
 	jadd snapshots "{\"library\": $([ "$lib" = snapshot ] && echo true || echo false), \"build_seconds\": $t_build, $(IFS=,; echo "${json9[*]}"), \"retention_pass\": {\"kept\": $kept, \"deleted\": $deleted, \"seconds\": $secs}}"
+fi
+
+# ------------------------------------------------ 10. metrics scrapes
+# eventhub.metrics() in a database of its own with METRICS_ORGS organizations
+# (three events each) and METRICS_REPLICAS replicas in groups of ten: the ten
+# replicas of a group follow the same organizations (so their configuration
+# hashes are compared), first F = 1,000 organizations each (each
+# organization followed by one group: 100,000 progress rows at full scale),
+# then 10,000 (a million rows).  Its cost grows with the progress rows: one
+# pass to find the rows behind their head, one to find where live replicas
+# report different hashes.  One progress row in a hundred is behind, one
+# replica is stale and one reports another hash here and there.  The time is
+# pgbench's average latency over METRICS_CALLS calls, after a warm-up call.
+# Then publish throughput (8 clients, an organization each, in database
+# postgres) with a scrape of the first data set every second against
+# without, in ROUNDS interleaved rounds; the median of the rounds' ratios
+# counts.
+# metrics_load F: the progress rows of replicas following F organizations each.
+metrics_load() {
+	PGDATABASE=metrics q >/dev/null <<EOF || fail "loading the metrics data set failed"
+SET eventhub.protect_tables = off;
+TRUNCATE eventhub.replica_progress;
+-- Replica r is in group (r - 1) / 10; group g follows organizations
+-- g * F + 1 .. (g + 1) * F, wrapping around.
+INSERT INTO eventhub.replica_progress
+SELECT 'replica-' || r, 'org-' || (((r - 1) / 10 * $1 + i - 1) % $METRICS_ORGS + 1),
+       CASE WHEN i % 100 = 0 THEN 1 ELSE 3 END, NULL, now(),
+       CASE WHEN r = 3 AND i % 1000 = 1 THEN 'other' ELSE 'h' || i % 7 END
+  FROM generate_series(1, $METRICS_REPLICAS) r, generate_series(1, $1) i;
+ANALYZE eventhub.replica_progress;
+EOF
+}
+# metrics_time F: times METRICS_CALLS calls; sets MS.
+metrics_time() {
+	echo "SELECT count(*) FROM eventhub.metrics();" >"$work/metrics.sql"
+	PGDATABASE=metrics q -c "SELECT count(*) FROM eventhub.metrics()" >/dev/null || fail "eventhub.metrics() failed"
+	PGDATABASE=metrics pgb -c 1 -t "$METRICS_CALLS" -f "$work/metrics.sql" >"$out/metrics_$1.log" 2>&1 ||
+		fail "pgbench of eventhub.metrics() failed: $(tail -5 "$out/metrics_$1.log")"
+	MS=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out/metrics_$1.log")
+}
+# scrape_loop STOPFILE: eventhub.metrics() every second until STOPFILE exists.
+scrape_loop() {
+	while [ ! -f "$1" ]; do
+		PGDATABASE=metrics q -c "SELECT count(*) FROM eventhub.metrics()" >/dev/null || return 1
+		sleep 1
+	done
+}
+if want 10; then
+	say "10/10 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	q -c "CREATE DATABASE metrics" >/dev/null || fail "creating database metrics failed"
+	PGDATABASE=metrics q >/dev/null <<EOF || fail "setting up the metrics data set failed"
+CREATE EXTENSION eventhub;
+SET eventhub.protect_tables = off;
+INSERT INTO eventhub.organization_states
+SELECT 'org-' || i, gen_random_uuid(), 3, now() - interval '10 minutes', 0 FROM generate_series(1, $METRICS_ORGS) i;
+INSERT INTO eventhub.events
+SELECT 'org-' || i, r, gen_random_uuid(), now() - interval '10 minutes' + r * interval '1 minute', now(),
+       'API', 'UPDATE', 'api', gen_random_uuid()::text, '{}', r
+  FROM generate_series(1, $METRICS_ORGS) i, generate_series(1, 3) r;
+INSERT INTO eventhub.replicas
+SELECT 'replica-' || r, '{}', '1.0', now(), CASE WHEN r = 2 THEN now() - interval '1 hour' ELSE now() END, 'postgres'
+  FROM generate_series(1, $METRICS_REPLICAS) r;
+ANALYZE;
+EOF
+	json10=()
+	scrape_json=null
+	for f in $METRICS_FOLLOW; do
+		metrics_load "$f"
+		metrics_time "$f"
+		n=$((f * METRICS_REPLICAS))
+		row "10. eventhub.metrics(), $METRICS_ORGS organizations, $METRICS_REPLICAS replicas following $f each ($n progress rows), ms" \
+			"$MS" "< 50" "$(awk "BEGIN { print ($MS < 50) ? \"PASS\" : \"MISS\" }")"
+		json10+=("{\"organizations\": $METRICS_ORGS, \"replicas\": $METRICS_REPLICAS, \"followed_per_replica\": $f, \"progress_rows\": $n, \"ms\": $MS}")
+		[ "$scrape_json" = null ] || continue
+		# Publishing while the first data set is scraped.
+		with=() without=() pairs=()
+		for ((r = 0; r < ROUNDS; r++)); do
+			for mode in $( ((r % 2 == 0)) && echo "with without" || echo "without with"); do
+				stop=$out/scrape_stop_$r
+				if [ "$mode" = with ]; then
+					scrape_loop "$stop" &
+					scraper=$!
+					bgpids+=("$scraper")
+				fi
+				tps_point "$out/scrape_${mode}_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
+				if [ "$mode" = with ]; then
+					touch "$stop"
+					wait "$scraper" || fail "the scrapes failed"
+				fi
+				v=$(tps_of "$out/scrape_${mode}_$r.log")
+				[ "$mode" = with ] && with+=("$v") || without+=("$v")
+			done
+			pairs+=("$(calc "${with[r]} / ${without[r]}")")
+		done
+		t_with=$(median "${with[@]}")
+		t_without=$(median "${without[@]}")
+		RATIO=$(median "${pairs[@]}")
+		row "10. publish with a metrics scrape every second ($f per replica)/without, 8 clients" \
+			"$RATIO ($(printf %.0f "$t_with")/$(printf %.0f "$t_without") tps)" ">= 0.98" "$(verdict "$RATIO" 0.98)"
+		scrape_json="{\"followed_per_replica\": $f, \"tps_with\": $t_with, \"tps_without\": $t_without, \"ratio\": $RATIO, \"round_ratios\": [$(IFS=,; echo "${pairs[*]}")]}"
+	done
+	jadd metrics "{\"calls\": [$(IFS=,; echo "${json10[*]}")], \"publish_with_scrapes\": $scrape_json}"
+	q -c "DROP DATABASE metrics" >/dev/null || fail "dropping database metrics failed"
 fi
 
 cluster_stop "$work/cluster"

@@ -124,8 +124,10 @@ static const SeriesInfo series[S_COUNT] = {
  * rep: every replica, live or not.  behind: the progress rows behind their
  * organization's head that the caller sees.  aged: those with the age of
  * the oldest event not applied.  split: the (organization, revision) pairs
- * at which live replicas report different hashes; votes: how many live
- * replicas report each hash there; winner: the hash reported by more than
+ * at which live replicas report different hashes; at_split: the progress
+ * rows there, through the index on (organization_id, applied_revision)
+ * (OFFSET 0: not flattened into a join that would hash every row);
+ * votes: how many live replicas report each hash there; winner: the hash reported by more than
  * any other; mismatched: replicas with a visible row at a split pair whose
  * hash is not the winner.  vis: the replicas the caller sees.
  *
@@ -160,13 +162,16 @@ static const SeriesInfo series[S_COUNT] = {
 	" GROUP BY q.organization_id, q.applied_revision" \
 	" HAVING pg_catalog.min(q.config_hash COLLATE pg_catalog.\"C\")" \
 	"  OPERATOR(pg_catalog.<>) pg_catalog.max(q.config_hash COLLATE pg_catalog.\"C\"))," \
+	" at_split AS MATERIALIZED (" \
+	" SELECT q.* FROM split x CROSS JOIN LATERAL (" \
+	"  SELECT q.replica_id, q.organization_id, q.applied_revision, q.config_hash" \
+	"  FROM eventhub.replica_progress q" \
+	"  WHERE q.organization_id" EQ "x.organization_id AND q.applied_revision" EQ "x.applied_revision" \
+	"   AND q.config_hash IS NOT NULL OFFSET 0) q)," \
 	" votes AS MATERIALIZED (" \
 	" SELECT q.organization_id, q.applied_revision, q.config_hash, pg_catalog.count(*) AS n" \
-	" FROM split x" \
-	" JOIN eventhub.replica_progress q ON q.organization_id" EQ "x.organization_id" \
-	"  AND q.applied_revision" EQ "x.applied_revision" \
-	" JOIN rep ON rep.replica_id" EQ "q.replica_id" \
-	" WHERE rep.live AND q.config_hash IS NOT NULL" \
+	" FROM at_split q JOIN rep ON rep.replica_id" EQ "q.replica_id" \
+	" WHERE rep.live" \
 	" GROUP BY q.organization_id, q.applied_revision, q.config_hash)," \
 	" winner AS (" \
 	" SELECT v.organization_id, v.applied_revision, v.config_hash FROM votes v" \
@@ -174,11 +179,8 @@ static const SeriesInfo series[S_COUNT] = {
 	"  WHERE w.organization_id" EQ "v.organization_id AND w.applied_revision" EQ "v.applied_revision" \
 	"   AND w.config_hash OPERATOR(pg_catalog.<>) v.config_hash))," \
 	" mismatched AS MATERIALIZED (" \
-	" SELECT DISTINCT q.replica_id FROM split x" \
-	" JOIN eventhub.replica_progress q ON q.organization_id" EQ "x.organization_id" \
-	"  AND q.applied_revision" EQ "x.applied_revision" \
-	" WHERE q.config_hash IS NOT NULL" \
-	"  AND (NOT $4 OR eventhub.has_organization_privilege(q.organization_id, 'read'))" \
+	" SELECT DISTINCT q.replica_id FROM at_split q" \
+	" WHERE (NOT $4 OR eventhub.has_organization_privilege(q.organization_id, 'read'))" \
 	"  AND NOT EXISTS (SELECT FROM winner w WHERE w.organization_id" EQ "q.organization_id" \
 	"   AND w.applied_revision" EQ "q.applied_revision AND w.config_hash" EQ "q.config_hash))," \
 	" vis AS (" \

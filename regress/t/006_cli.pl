@@ -86,14 +86,14 @@ is(query('SELECT count(*) FROM eventhub.events'), '1', 'the refused cleanups del
 #
 # help, usage errors, connection errors, timeouts
 #
-for my $cmd ('publish', 'watch', 'status', 'cleanup', 'get')
+for my $cmd ('publish', 'watch', 'status', 'cleanup', 'get', 'metrics')
 {
 	bare($cmd, '--help');
 	is($rc, 0, "$cmd --help exits 0");
 	like($out, qr/^Usage: eventhub $cmd/, "$cmd --help shows its usage");
 }
 bare('--help');
-like($out, qr/Commands:.*publish.*watch.*get.*status.*cleanup/s, '--help lists the commands');
+like($out, qr/Commands:.*publish.*watch.*get.*status.*metrics.*cleanup/s, '--help lists the commands');
 bare('frobnicate');
 is($rc, 2, 'an unknown command exits 2');
 like($err, qr/unknown command "frobnicate"/, 'and names it');
