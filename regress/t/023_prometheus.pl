@@ -189,6 +189,15 @@ for my $n (qw(exporter node1 node2))
 {
 	check_metrics("$n /metrics", get("http://$instance{$n}/metrics") // '');
 }
+# The exporter declares the families of `eventhub metrics`, with the same
+# help and type (eventhub_replicas under the name the rules record it from).
+my %exporter_declares = map { $_ => 1 } (get("http://$instance{exporter}/metrics") // '') =~ /^(# (?:HELP|TYPE) .*)$/mg;
+my @declared = grep { !/^# HELP eventhub_replicas / } $exposition =~ /^(# (?:HELP|TYPE) .*)$/mg;
+s/^# TYPE eventhub_replicas /# TYPE eventhub_replicas_by_state / for @declared;
+my @undeclared = grep { !$exporter_declares{$_} } @declared;
+ok(@declared == 2 * @documented_server - 1 && !@undeclared,
+	'the exporter declares the families of eventhub metrics, with their help and type')
+  or diag(join("\n", @undeclared));
 for my $n (qw(node1 node2))
 {
 	my $file = slurp_file("$dir{$n}/eventhub.prom");
