@@ -27,9 +27,11 @@ for my $program (qw(prometheus promtool prometheus-postgres-exporter prometheus-
 	  unless grep { -x "$_/$program" } split /:/, $ENV{PATH};
 }
 
-# A replica is stale after 3 s without a heartbeat; maintenance, which
-# removes it after twice that, runs once at start and then not again.
-my $node = eventhub_node('prometheus', replica_ttl => '3s', maintenance_interval => '1h');
+# A replica is stale after $ttl seconds without a heartbeat (the watchers
+# heartbeat every 200 ms); maintenance, which removes it after twice that,
+# runs once at start and then not again.
+my $ttl = 5;
+my $node = eventhub_node('prometheus', replica_ttl => "${ttl}s", maintenance_interval => '1h');
 my $connstr = $node->connstr('postgres');
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 my $http = HTTP::Tiny->new(timeout => 10);
@@ -246,7 +248,7 @@ ok( wait_until(
 			return ($state->{stale} // 0) == 1 && ($state->{live} // 0) == 2;
 		}),
 	'Prometheus has one stale and two live replicas');
-cmp_ok(by(replica => 'eventhub_replica_heartbeat_age_seconds')->{'gw-stalled'}, '>=', 3,
+cmp_ok(by(replica => 'eventhub_replica_heartbeat_age_seconds')->{'gw-stalled'}, '>=', $ttl,
 	'the stale replica is the one without a heartbeat for eventhub.replica_ttl');
 ok(wait_until('EventhubReplicaStale firing', sub { alerts('EventhubReplicaStale', 'firing') }),
 	'EventhubReplicaStale fires');
