@@ -269,6 +269,31 @@ is_deeply(by(instance => 'eventhub_client_ready{subscription="acme"}'),
 is_deeply(by(instance => 'eventhub_client_connected'),
 	{ $instance{node1} => 1, $instance{node2} => 1 }, 'both clients are connected');
 
+#
+# The dashboard's queries, with Grafana's variables filled in: Prometheus
+# answers each with series (but the time since the last retention pass,
+# which need not have ended yet).
+#
+my $dashboard = $json->decode(slurp_file("$work/prometheus/grafana-dashboard.json"));
+my (@refused, @empty);
+for my $expr (map { $_->{expr} } map { @{ $_->{targets} // [] } } @{ $dashboard->{panels} })
+{
+	(my $promql = $expr) =~ s/\$__rate_interval/1m/g;
+	$promql =~ s/\$(instance|client)/.*/g;
+	my $body = get("$prometheus/api/v1/query?" . $http->www_form_urlencode({ query => $promql }));
+	my $r = $body && eval { $json->decode($body) };
+	if (!$r || $r->{status} ne 'success')
+	{
+		push @refused, $promql;
+	}
+	elsif (!@{ $r->{data}{result} } && $promql !~ /_last_pass_timestamp_seconds/)
+	{
+		push @empty, $promql;
+	}
+}
+ok(!@refused, 'Prometheus answers every query of the dashboard') or diag(join "\n", @refused);
+ok(!@empty, 'and finds series for them') or diag(join "\n", @empty);
+
 kill 'CONT', $replica{'gw-stalled'}{h}{KIDS}[0]{PID};
 $_->{h}->kill_kill for values %replica, @daemons;
 $node->stop;
