@@ -7,9 +7,10 @@
 # replica heartbeats, then stops (SIGSTOP).  Prometheus scrapes all three
 # every second and evaluates prometheus/eventhub-rules.yml, as shipped,
 # every second.  Through its HTTP API the test finds each replica's lag,
-# the stopped replica stale and EventhubReplicaStale firing.  `promtool
-# check metrics` checks every exposition, and the metrics the server and
-# the client expose are the ones docs/operations.md lists.
+# the stopped replica stale and EventhubReplicaStale firing, and it answers
+# every query of the dashboard.  `promtool check metrics` checks every
+# exposition, and the metrics the server and the client expose are the ones
+# docs/operations.md lists.
 use strict;
 use warnings;
 
