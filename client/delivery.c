@@ -259,8 +259,11 @@ resync(eh_client *c, eh_sub *s, eh_resync_reason reason, int64_t head, const cha
 {
 	if (resync_by_snapshot(c, s, reason))
 		return;
-	/* A snapshot refused as incomplete (ZE004) counted this resync already. */
-	if (!s->no_snapshot)
+	/*
+	 * A snapshot refused as incomplete (ZE004) that answered a resync
+	 * counted it already; an initial one (reason 0) did not.
+	 */
+	if (!s->no_snapshot || !s->snapshot_reason)
 		ehi_metrics_resync(s, reason);
 	s->no_snapshot = 0;
 	ehi_log(c, EH_LOG_WARNING, "organization \"%s\" needs a resync (%s) at revision %lld",

@@ -1014,6 +1014,52 @@ test_metrics(void)
 	eh_client_free(c);
 }
 
+/* Readiness from a snapshot, as of its head; a resync answered by one counts once. */
+static void
+test_metrics_snapshot(void)
+{
+	eh_client  *c = eh_client_new("dbname=nowhere");
+	seen		w = {"", 0, 0};
+	char		text[8192];
+	eh_sub	   *s;
+	PGresult   *res;
+	const char *head[] = {"42", "00000000-0000-4000-8000-000000000042"};
+	const char *ahead[] = {"7", "00000000-0000-4000-8000-000000000007", NULL, NULL, "f", "acme", "42"};
+
+	eh_set_snapshot_callback(c, seen_snapshot, &w);
+	eh_subscribe(c, "acme", EH_FROM_SNAPSHOT);
+	s = ehi_find_sub(c, "acme");
+	c->snap.sub = s;
+	c->snap.open = 1;
+	c->snap.next = SNAP_NEXT_HEAD;
+	c->snap.failures = c->link.failures;
+	c->link.op_sent_at = ehi_now_ms() - 3000;	/* snapshot_head() went out 3 s ago */
+	answer(c, OP_SNAP_HEAD, tuples(2, 1, head));
+	c->link.op_sent_at = ehi_now_ms();
+	answer(c, OP_SNAP_PAGE, tuples(7, 0, head));
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_ready{subscription=\"acme\"}") == 0,
+		  "metrics: not ready while the snapshot is read");
+	answer(c, OP_SNAP_END, PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK));
+	eh_render_metrics(c, text, sizeof(text));
+	check(sample(text, "eventhub_client_ready{subscription=\"acme\"}") == 1 &&
+		  sample(text, "eventhub_client_applied_revision{subscription=\"acme\"}") == 42 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"acme\"}") >= 3.0,
+		  "metrics: a snapshot applied: ready at its head, fresh as of its head's query");
+
+	/* The head went below the cursor: a snapshot answers the resync; counted once, still ready. */
+	res = tuples(7, 1, ahead);
+	ehi_handle_delivery(c, OP_STATE, NULL, res);
+	PQclear(res);
+	eh_render_metrics(c, text, sizeof(text));
+	check(s->wants_snapshot &&
+		  sample(text, "eventhub_client_resyncs_total{subscription=\"acme\",reason=\"cursor_ahead\"}") == 1 &&
+		  sample(text, "eventhub_client_ready{subscription=\"acme\"}") == 1 &&
+		  sample(text, "eventhub_client_freshness_seconds{subscription=\"acme\"}") >= 3.0,
+		  "metrics: a resync answered by a snapshot counts, and confirms nothing until the snapshot ends");
+	eh_client_free(c);
+}
+
 /*
  * Runs one of the build checks beside this program (check_layers.sh,
  * check_exports.sh: they read the object files and the library with nm),
@@ -1056,6 +1102,7 @@ main(int argc, char **argv)
 	test_delivery();
 	test_snapshot_steps();
 	test_metrics();
+	test_metrics_snapshot();
 	test_build_script(argv[0], "check_layers.sh", "build: the library's files call one way (internal.h's layer order)");
 	test_build_script(argv[0], "check_exports.sh", "build: the library exports exactly the documented functions");
 	printf("1..%d\n", tests);

@@ -81,6 +81,9 @@ like($log, qr/eventhub terminated client session \d+, stalled for \d+ s/,
 	'the worker terminated the stalled session');
 like($log, qr/blocked sending notifications to a client that does not read them, holding back the xmin horizon/,
 	'and said why');
+is($node->safe_psql('postgres',
+		"SELECT value FROM eventhub.metrics() WHERE name = 'eventhub_stalled_clients_terminated_total'"),
+	'1', 'and counted it (eventhub.metrics())');
 
 # Resumed, the watcher finds its connection gone, reconnects and catches up.
 kill 'CONT', $watch_pid;

@@ -85,6 +85,8 @@ is($heard[0]{pid}, notifier_pid(), 'one publish: sent by the notifier');
 isnt($heard[0]{pid}, $publisher_pid, 'one publish: not by the publisher');
 
 # A burst of single-event commits to five organizations: coalesced.
+my $sent_sql = "SELECT value FROM eventhub.metrics() WHERE name = 'eventhub_notifications_sent_total'";
+my $sent_before = $node->safe_psql('postgres', $sent_sql);
 forget();
 pgbench('burst', "\\set o random(1, 5)\nSELECT eventhub.publish_event('burst-' || :o, 'API', 'UPDATE', 'e', NULL, '{}');\n", 500);
 my %tokens = map { ($_ => token_of("burst-$_")) } 1 .. 5;
@@ -96,6 +98,11 @@ note('burst: 2000 commits, ' . scalar(@heard) . ' notifications');
 cmp_ok(scalar(@heard), '<', 2000, 'burst: fewer notifications than commits (coalesced)');
 my $notifier = notifier_pid();
 is(scalar(grep { $_->{pid} ne $notifier } @heard), 0, 'burst: every one from the notifier');
+# The notifier counts what it sends (eventhub.metrics()), once its
+# transaction commits: every notification heard is counted.
+ok(wait_for(what => 'the count of notifications sent', node => $node,
+		sql => "SELECT ($sent_sql) - $sent_before >= " . scalar(@heard)),
+	'burst: eventhub_notifications_sent_total counts the notifications sent');
 
 # A rolled-back publish announces nothing.
 forget();
