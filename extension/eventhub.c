@@ -2,12 +2,13 @@
  * eventhub.c
  *	  Module entry point of the eventhub extension: the settings, and what
  *	  _PG_init sets up (the relcache callback, the object access hook, the
- *	  notification queue, the background workers).
+ *	  notification queue, the metrics' counters, the background workers).
  *
  * The files, from the bottom of the calls up (a file calls only files
  * listed before it):
  *	  common.c		helpers every file uses: installed version, owner, table
  *					lookups, argument checks, kept plans
+ *	  metrics.c		the counters in shared memory, counted at commit
  *	  guard.c		the write guard: statements run as the extension owner
  *					(EventhubAsOwner), and the triggers that refuse others
  *	  access.c		per-organization grants and the checks made with them;
@@ -21,6 +22,7 @@
  *	  replicas.c	the replica registry: heartbeat and its kin
  *	  retention.c	deleting expired events: run_maintenance, cleanup_events
  *	  worker.c		the maintenance background worker
+ *	  metrics_report.c eventhub.metrics(): the counters and what the tables say
  *	  eventhub.c	this file
  */
 #include "postgres.h"

@@ -195,7 +195,7 @@ static const SeriesInfo series[S_COUNT] = {
 	" FROM aged a GROUP BY a.replica_id)" \
 	" SELECT v.replica_id, v.live, v.heartbeat_age," \
 	"  COALESCE(l.lag, 0)::pg_catalog.float8, COALESCE(l.age, 0)," \
-	"  v.replica_id IN (SELECT m.replica_id FROM mismatched m)," \
+	"  EXISTS (SELECT FROM mismatched m WHERE m.replica_id" EQ "v.replica_id)," \
 	"  g.organizations::pg_catalog.float8, g.behind::pg_catalog.float8, g.lag_max::pg_catalog.float8," \
 	"  g.oldest, g.held_back::pg_catalog.float8, g.kept::pg_catalog.float8, g.queue_usage" \
 	" FROM (SELECT" \

@@ -348,5 +348,13 @@ sub check_event_notification
 	check_event_notification($n[0], 'org-basic', 'basic-after-rotation', 'rotation', 1);
 }
 
+# Without shared memory eventhub.metrics() answers all the same, its
+# counters at 0 (docs/sql.md).
+is($node->safe_psql('postgres', q{SELECT string_agg(name || '=' || value, ' ' ORDER BY name)
+	FROM eventhub.metrics() WHERE type = 'counter'}),
+	'eventhub_events_published_total=0 eventhub_notifications_sent_total=0 '
+	  . 'eventhub_retention_deleted_events_total=0 eventhub_stalled_clients_terminated_total=0',
+	'not preloaded: metrics() answers, its counters at 0');
+
 $node->stop;
 done_testing();
