@@ -15,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-scripts/deps.sh gcc pkg-config postgresql-15 || exit 1
+scripts/deps.sh gcc pkg-config postgresql-15 prometheus || exit 1
 source scripts/cluster.sh
 source scripts/tally.sh
 work=$(mktemp -d /tmp/eventhub-deb-test.XXXXXX)
@@ -91,6 +91,17 @@ cli_version() {
 	[ "$out" = "eventhub $version" ]
 }
 check "/usr/bin/eventhub --version prints eventhub $version" cli_version
+
+# The monitoring files, where docs/operations.md (Monitoring) says, with
+# their rule tests passing there.
+prometheus_files() {
+	local dir=/usr/share/eventhub/prometheus f
+	for f in postgres-exporter-queries.yml eventhub-rules.yml eventhub-rules.test.yml grafana-dashboard.json; do
+		dpkg -S "$dir/$f" | grep '^eventhub-client:' || return 1
+	done
+	(cd "$dir" && promtool test rules eventhub-rules.test.yml)
+}
+check "eventhub-client ships /usr/share/eventhub/prometheus and its rule tests pass" prometheus_files
 
 # A program built with pkg-config against libeventhub-dev runs on libeventhub1.
 build_against_dev() {

@@ -9,7 +9,9 @@ set -euo pipefail
 packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer
 	postgresql-15-pgq3
 	# the reference consumers in examples/ (Go with pgx, Python with psycopg), built and run by regress/t/013
-	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg)
+	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg
+	# prometheus/ and regress/t/023: Prometheus (with promtool) and the two exporters
+	prometheus prometheus-postgres-exporter prometheus-node-exporter)
 [ $# -eq 0 ] || packages=("$@")
 
 missing=()
@@ -29,3 +31,19 @@ echo "eventhub: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+# Debian starts the daemons it installs, on their default ports (9090, 9187,
+# 9100).  The tests start their own on free ports: stop and disable those
+# that this run installed.
+daemons=()
+for p in "${missing[@]}"; do
+	case $p in prometheus | prometheus-postgres-exporter | prometheus-node-exporter) daemons+=("$p") ;; esac
+done
+[ ${#daemons[@]} -eq 0 ] && exit 0
+if [ -d /run/systemd/system ]; then
+	systemctl disable --now "${daemons[@]}" >/dev/null 2>&1 || true
+elif command -v service >/dev/null; then
+	for d in "${daemons[@]}"; do
+		service "$d" stop >/dev/null 2>&1 || true
+	done
+fi

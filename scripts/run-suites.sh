@@ -6,7 +6,7 @@ shopt -s nullglob
 work=$1
 cd "$work"
 # Which suites: all by default; make prove_installcheck runs "tap" alone.
-suites=" ${SUITES:-unit sql tap demo bench} "
+suites=" ${SUITES:-unit prometheus sql tap demo bench} "
 want() { [[ $suites == *" $1 "* ]]; }
 source scripts/cluster.sh
 source scripts/tally.sh
@@ -21,6 +21,18 @@ if want unit && [ -x client/test_unit ]; then
 	status=$?
 	cat out/unit.log
 	tally_log out/unit.log
+	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
+		failed=$((failed + 1))
+	fi
+fi
+
+# The Prometheus rules, their unit tests and the metric names they use
+# (prometheus/): promtool only, no server.
+if want prometheus; then
+	perl regress/prometheus.pl >out/prometheus.log 2>&1
+	status=$?
+	cat out/prometheus.log
+	tally_log out/prometheus.log
 	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
 		failed=$((failed + 1))
 	fi
