@@ -8,8 +8,10 @@
 # skipped, with a note, where they are not.
 set -eu
 cd "$(dirname "$0")"
-lib=$(ls libeventhub.so.*.*.* 2>/dev/null | head -n 1)
-[ -n "$lib" ] || { echo "check_exports: libeventhub.so is not built" >&2; exit 1; }
+# The library of this version (eventhub.h's EVENTHUB_VERSION), not whatever
+# an earlier build of another version left beside it.
+lib=libeventhub.so.$(sed -n 's/^#define EVENTHUB_VERSION "\(.*\)"/\1/p' eventhub.h)
+[ -f "$lib" ] || { echo "check_exports: $lib is not built" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 nm -D --defined-only "$lib" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' | sort -u >"$tmp/nm"
