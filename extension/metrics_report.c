@@ -130,7 +130,8 @@ static const SeriesInfo series[S_COUNT] = {
  * rep: every replica, live or not.  behind: the progress rows the caller
  * sees that were behind their organization's head at their last heartbeat
  * (the partial index replica_progress_behind_idx) and still are, with their
- * lag behind the head of now.  aged: those with the age of the oldest
+ * lag behind the head of now (one probe of organization_states each, OFFSET
+ * 0: not a hash join that would read every organization).  aged: those with the age of the oldest
  * event not applied.  split: the candidate (organization, revision) pairs
  * of config_splits; at_split: the progress rows there, through the index
  * on (organization_id, applied_revision) (OFFSET 0: not flattened into a
@@ -153,8 +154,9 @@ static const SeriesInfo series[S_COUNT] = {
 	" behind AS MATERIALIZED (" \
 	" SELECT p.replica_id, p.organization_id, p.applied_revision, s.updated_at," \
 	"  s.revision OPERATOR(pg_catalog.-) p.applied_revision AS lag" \
-	" FROM eventhub.replica_progress p" \
-	" JOIN eventhub.organization_states s ON s.organization_id" EQ "p.organization_id" \
+	" FROM eventhub.replica_progress p CROSS JOIN LATERAL (" \
+	"  SELECT s.revision, s.updated_at FROM eventhub.organization_states s" \
+	"  WHERE s.organization_id" EQ "p.organization_id OFFSET 0) s" \
 	" WHERE p.applied_revision OPERATOR(pg_catalog.<) p.head_revision" \
 	"  AND s.revision OPERATOR(pg_catalog.>) p.applied_revision" \
 	"  AND (NOT $4 OR eventhub.has_organization_privilege(p.organization_id, 'read')))," \
