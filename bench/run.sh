@@ -739,9 +739,9 @@ fi
 # behind, one replica is stale and one reports another hash here and there.
 # The time is pgbench's average latency over METRICS_CALLS calls, after a
 # warm-up call.  Then publish throughput (8 clients, an organization each, in
-# database postgres) with a scrape of the first data set every second
-# against without, in ROUNDS interleaved rounds; the median of the rounds'
-# ratios counts.
+# database postgres) with a scrape of the first data set every second (on
+# one connection) against without, in ROUNDS interleaved rounds; the median
+# of the rounds' ratios counts.
 # metrics_load F: replicas following F organizations each, in place of those
 # of the previous data set (removed, and maintenance run).
 metrics_load() {
@@ -773,12 +773,14 @@ metrics_time() {
 		fail "pgbench of eventhub.metrics() failed: $(tail -5 "$out/metrics_$1.log")"
 	MS=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out/metrics_$1.log")
 }
-# scrape_loop STOPFILE: eventhub.metrics() every second until STOPFILE exists.
+# scrape_loop STOPFILE: eventhub.metrics() every second until STOPFILE exists,
+# on one connection, as prometheus-postgres-exporter keeps one (a new psql
+# and backend every second alone cost publishers about 9%: docs/performance.md).
 scrape_loop() {
 	while [ ! -f "$1" ]; do
-		PGDATABASE=metrics q -c "SELECT count(*) FROM eventhub.metrics()" >/dev/null || return 1
+		echo "SELECT count(*) FROM eventhub.metrics();"
 		sleep 1
-	done
+	done | PGDATABASE=metrics q >/dev/null
 }
 if want 10; then
 	say "10/10 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
