@@ -733,28 +733,36 @@ fi
 # replicas of a group follow the same organizations (so their configuration
 # hashes are compared), first F = 1,000 organizations each (each
 # organization followed by one group: 100,000 progress rows at full scale),
-# then 10,000 (a million rows).  Its cost grows with the progress rows: one
-# pass to find the rows behind their head, one to find where live replicas
-# report different hashes.  One progress row in a hundred is behind, one
-# replica is stale and one reports another hash here and there.  The time is
-# pgbench's average latency over METRICS_CALLS calls, after a warm-up call.
-# Then publish throughput (8 clients, an organization each, in database
-# postgres) with a scrape of the first data set every second against
-# without, in ROUNDS interleaved rounds; the median of the rounds' ratios
-# counts.
-# metrics_load F: the progress rows of replicas following F organizations each.
+# then 10,000 (a million rows).  The replicas report their progress as
+# replicas do, with one eventhub.heartbeat() each, which records each row's
+# head and the pairs where hashes differ.  One progress row in a hundred is
+# behind, one replica is stale and one reports another hash here and there.
+# The time is pgbench's average latency over METRICS_CALLS calls, after a
+# warm-up call.  Then publish throughput (8 clients, an organization each, in
+# database postgres) with a scrape of the first data set every second (on
+# one connection) against without, in ROUNDS interleaved rounds; the median
+# of the rounds' ratios counts.
+# metrics_load F: replicas following F organizations each, in place of those
+# of the previous data set (removed, and maintenance run).
 metrics_load() {
 	PGDATABASE=metrics q >/dev/null <<EOF || fail "loading the metrics data set failed"
-SET eventhub.protect_tables = off;
-TRUNCATE eventhub.replica_progress;
+SELECT count(eventhub.remove_replica(replica_id)) FROM eventhub.replicas;
+SELECT eventhub.run_maintenance();
 -- Replica r is in group (r - 1) / 10; group g follows organizations
 -- g * F + 1 .. (g + 1) * F, wrapping around.
-INSERT INTO eventhub.replica_progress
-SELECT 'replica-' || r, 'org-' || (((r - 1) / 10 * $1 + i - 1) % $METRICS_ORGS + 1),
-       CASE WHEN i % 100 = 0 THEN 1 ELSE 3 END, NULL, now(),
-       CASE WHEN r = 3 AND i % 1000 = 1 THEN 'other' ELSE 'h' || i % 7 END
-  FROM generate_series(1, $METRICS_REPLICAS) r, generate_series(1, $1) i;
+SELECT count(eventhub.heartbeat('replica-' || r, (
+         SELECT jsonb_object_agg('org-' || (((r - 1) / 10 * $1 + i - 1) % $METRICS_ORGS + 1),
+                  jsonb_build_object(
+                    'revision', CASE WHEN i % 100 = 0 THEN 1 ELSE 3 END,
+                    'config_hash', CASE WHEN r = 3 AND i % 1000 = 1 THEN 'other' ELSE 'h' || i % 7 END))
+           FROM generate_series(1, $1) i), '{}', '1.0'))
+  FROM generate_series(1, $METRICS_REPLICAS) r;
+-- Replica 2 stopped an hour ago (the only way to age a heartbeat).
+SET eventhub.protect_tables = off;
+UPDATE eventhub.replicas SET last_heartbeat = now() - interval '1 hour' WHERE replica_id = 'replica-2';
+RESET eventhub.protect_tables;
 ANALYZE eventhub.replica_progress;
+ANALYZE eventhub.config_splits;
 EOF
 }
 # metrics_time F: times METRICS_CALLS calls; sets MS.
@@ -765,12 +773,14 @@ metrics_time() {
 		fail "pgbench of eventhub.metrics() failed: $(tail -5 "$out/metrics_$1.log")"
 	MS=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out/metrics_$1.log")
 }
-# scrape_loop STOPFILE: eventhub.metrics() every second until STOPFILE exists.
+# scrape_loop STOPFILE: eventhub.metrics() every second until STOPFILE exists,
+# on one connection, as prometheus-postgres-exporter keeps one (a new psql
+# and backend every second alone cost publishers about 9%: docs/performance.md).
 scrape_loop() {
 	while [ ! -f "$1" ]; do
-		PGDATABASE=metrics q -c "SELECT count(*) FROM eventhub.metrics()" >/dev/null || return 1
+		echo "SELECT count(*) FROM eventhub.metrics();"
 		sleep 1
-	done
+	done | PGDATABASE=metrics q >/dev/null
 }
 if want 10; then
 	say "10/10 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
@@ -784,9 +794,6 @@ INSERT INTO eventhub.events
 SELECT 'org-' || i, r, gen_random_uuid(), now() - interval '10 minutes' + r * interval '1 minute', now(),
        'API', 'UPDATE', 'api', gen_random_uuid()::text, '{}', r
   FROM generate_series(1, $METRICS_ORGS) i, generate_series(1, 3) r;
-INSERT INTO eventhub.replicas
-SELECT 'replica-' || r, '{}', '1.0', now(), CASE WHEN r = 2 THEN now() - interval '1 hour' ELSE now() END, 'postgres'
-  FROM generate_series(1, $METRICS_REPLICAS) r;
 ANALYZE;
 EOF
 	json10=()

@@ -139,6 +139,9 @@ extern int64 EventhubTransactionFirstRevision(Datum org);
 extern void EventhubNotifyShmemInit(void);
 extern PGDLLEXPORT void eventhub_notifier_main(Datum main_arg);
 
+/* replicas.c */
+extern int64 EventhubForgetSettledSplits(void);
+
 /* retention.c */
 typedef struct EventhubRetention
 {

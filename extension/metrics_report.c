@@ -12,10 +12,16 @@
  * every live replica, visible or not.
  *
  * No series is per organization: their number grows with replicas only.
- * The statement's cost grows with the progress rows (one pass to find the
- * rows behind their head, one to find where live replicas report
- * different hashes) and with the rows behind (one index probe each for the
- * oldest event they have not applied); see docs/sql.md.
+ * The statement reads no progress row of a replica that was caught up at
+ * its last heartbeat: heartbeat() records each row's head
+ * (replica_progress.head_revision), and the rows behind it are in a
+ * partial index; it compares hashes only at the pairs heartbeat() found
+ * split (eventhub.config_splits).  Its cost grows with the organizations
+ * (one count), the rows behind (one index probe each for the oldest event
+ * they have not applied) and the split pairs; see docs/sql.md.  A row
+ * caught up at its replica's last heartbeat counts as caught up until the
+ * next one, even if its organization moved on since: lag is late by at
+ * most a heartbeat interval, which the heartbeat age shows.
  *
  * Per replica, as `eventhub status` reports it from replica_status:
  * lag_events is the sum of lag_revisions over its organizations where it is
@@ -121,15 +127,20 @@ static const SeriesInfo series[S_COUNT] = {
  * $3); $4: access control is on.  Every name is qualified, operators
  * included.
  *
- * rep: every replica, live or not.  behind: the progress rows behind their
- * organization's head that the caller sees.  aged: those with the age of
- * the oldest event not applied.  split: the (organization, revision) pairs
- * at which live replicas report different hashes; at_split: the progress
- * rows there, through the index on (organization_id, applied_revision)
- * (OFFSET 0: not flattened into a join that would hash every row);
- * votes: how many live replicas report each hash there; winner: the hash reported by more than
- * any other; mismatched: replicas with a visible row at a split pair whose
- * hash is not the winner.  vis: the replicas the caller sees.
+ * rep: every replica, live or not.  behind: the progress rows the caller
+ * sees that were behind their organization's head at their last heartbeat
+ * (the partial index replica_progress_behind_idx) and still are, with their
+ * lag behind the head of now (one probe of organization_states each, OFFSET
+ * 0: not a hash join that would read every organization).  aged: those with the age of the oldest
+ * event not applied.  split: the candidate (organization, revision) pairs
+ * of config_splits; at_split: the progress rows there, through the index
+ * on (organization_id, applied_revision) (OFFSET 0: not flattened into a
+ * join that would hash every row); votes: how many live replicas report
+ * each hash there; winner: the hash reported by more than any other;
+ * mismatched: replicas with a visible row at a pair where live replicas
+ * report two hashes or more (a pair that settled, or where only stale
+ * replicas differ, counts for nothing), whose hash is not the winner.
+ * vis: the replicas the caller sees.
  *
  * One row per visible replica (none: one row of NULLs), each carrying the
  * global figures.
@@ -143,9 +154,11 @@ static const SeriesInfo series[S_COUNT] = {
 	" behind AS MATERIALIZED (" \
 	" SELECT p.replica_id, p.organization_id, p.applied_revision, s.updated_at," \
 	"  s.revision OPERATOR(pg_catalog.-) p.applied_revision AS lag" \
-	" FROM eventhub.replica_progress p" \
-	" JOIN eventhub.organization_states s ON s.organization_id" EQ "p.organization_id" \
-	" WHERE s.revision OPERATOR(pg_catalog.>) p.applied_revision" \
+	" FROM eventhub.replica_progress p CROSS JOIN LATERAL (" \
+	"  SELECT s.revision, s.updated_at FROM eventhub.organization_states s" \
+	"  WHERE s.organization_id" EQ "p.organization_id OFFSET 0) s" \
+	" WHERE p.applied_revision OPERATOR(pg_catalog.<) p.head_revision" \
+	"  AND s.revision OPERATOR(pg_catalog.>) p.applied_revision" \
 	"  AND (NOT $4 OR eventhub.has_organization_privilege(p.organization_id, 'read')))," \
 	" aged AS MATERIALIZED (" \
 	" SELECT b.replica_id, b.organization_id, b.applied_revision, b.lag, rep.live," \
@@ -156,12 +169,7 @@ static const SeriesInfo series[S_COUNT] = {
 	"     ORDER BY e.revision LIMIT 1), b.updated_at)) AS age" \
 	" FROM behind b JOIN rep ON rep.replica_id" EQ "b.replica_id)," \
 	" split AS MATERIALIZED (" \
-	" SELECT q.organization_id, q.applied_revision" \
-	" FROM eventhub.replica_progress q JOIN rep ON rep.replica_id" EQ "q.replica_id" \
-	" WHERE rep.live AND q.config_hash IS NOT NULL" \
-	" GROUP BY q.organization_id, q.applied_revision" \
-	" HAVING pg_catalog.min(q.config_hash COLLATE pg_catalog.\"C\")" \
-	"  OPERATOR(pg_catalog.<>) pg_catalog.max(q.config_hash COLLATE pg_catalog.\"C\"))," \
+	" SELECT x.organization_id, x.revision AS applied_revision FROM eventhub.config_splits x)," \
 	" at_split AS MATERIALIZED (" \
 	" SELECT q.* FROM split x CROSS JOIN LATERAL (" \
 	"  SELECT q.replica_id, q.organization_id, q.applied_revision, q.config_hash" \
@@ -181,6 +189,8 @@ static const SeriesInfo series[S_COUNT] = {
 	" mismatched AS MATERIALIZED (" \
 	" SELECT DISTINCT q.replica_id FROM at_split q" \
 	" WHERE (NOT $4 OR eventhub.has_organization_privilege(q.organization_id, 'read'))" \
+	"  AND (SELECT pg_catalog.count(*) FROM votes v WHERE v.organization_id" EQ "q.organization_id" \
+	"   AND v.applied_revision" EQ "q.applied_revision) OPERATOR(pg_catalog.>) 1" \
 	"  AND NOT EXISTS (SELECT FROM winner w WHERE w.organization_id" EQ "q.organization_id" \
 	"   AND w.applied_revision" EQ "q.applied_revision AND w.config_hash" EQ "q.config_hash))," \
 	" vis AS (" \

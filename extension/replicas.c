@@ -16,9 +16,11 @@
 
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -332,6 +334,89 @@ CheckReplicaOwner(Datum replica_id, Oid owner)
 }
 
 /*
+ * Adds to eventhub.config_splits the (organization, revision) pairs of the
+ * rows a heartbeat changed (changed: organization, revision and hash, from
+ * RecordHeartbeat) at which another replica reports a different hash.
+ *
+ * Two replicas that arrive at a pair with different hashes at once must
+ * not both miss the other's row, uncommitted when each looks: each first
+ * takes a transaction-level lock on the bucket of every organization it
+ * compares (in bucket order, so that two heartbeats never wait for each
+ * other in a cycle), then compares with a snapshot taken once it holds
+ * them.  The second to get a bucket sees the first's row committed, in
+ * READ COMMITTED (a heartbeat sent in a REPEATABLE READ transaction reads
+ * its transaction's snapshot and can miss it; maintenance does not look
+ * for splits).  The locks are advisory locks of a class of their own, which
+ * the SQL advisory lock functions cannot take.
+ *
+ * A pair already there is updated all the same (to itself): a new row
+ * version, which tells EventhubForgetSettledSplits, if it decided from an
+ * older snapshot that the pair had settled, to keep it.
+ */
+#define SPLIT_LOCK_BUCKETS 16
+#define SPLIT_LOCK_CLASS 0x4548	/* "EH" */
+
+static void
+RecordConfigSplits(Datum replica_id, SPITupleTable *changed, uint64 n)
+{
+	static EventhubPlan plan;
+	Oid			argtypes[4] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
+	Datum		values[4];
+	Datum	   *orgs = palloc(sizeof(Datum) * n);
+	Datum	   *revs = palloc(sizeof(Datum) * n);
+	Datum	   *hashes = palloc(sizeof(Datum) * n);
+	bool		bucket[SPLIT_LOCK_BUCKETS] = {false};
+	bool		isnull;
+	int			ret;
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tuple = changed->vals[i];
+		text	   *org;
+
+		orgs[i] = SPI_getbinval(tuple, changed->tupdesc, 1, &isnull);
+		revs[i] = SPI_getbinval(tuple, changed->tupdesc, 2, &isnull);
+		hashes[i] = SPI_getbinval(tuple, changed->tupdesc, 3, &isnull);
+		org = DatumGetTextPP(orgs[i]);
+		bucket[hash_bytes((unsigned char *) VARDATA_ANY(org), VARSIZE_ANY_EXHDR(org)) %
+			   SPLIT_LOCK_BUCKETS] = true;
+	}
+	for (int b = 0; b < SPLIT_LOCK_BUCKETS; b++)
+	{
+		LOCKTAG		tag;
+
+		if (!bucket[b])
+			continue;
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) b, 0, SPLIT_LOCK_CLASS);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	}
+
+	/* Not read-only: SPI takes the statement's snapshot now, after the locks. */
+
+	values[0] = replica_id;
+	values[1] = MakeArray(orgs, (int) n, TEXTOID, false);
+	values[2] = MakeArray(revs, (int) n, INT8OID, false);
+	values[3] = MakeArray(hashes, (int) n, TEXTOID, false);
+	ret = SPI_execute_plan(EventhubKeptPlan(&plan,
+											"INSERT INTO eventhub.config_splits AS x (organization_id, revision)"
+											" SELECT c.org, c.rev"
+											" FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3),"
+											"  pg_catalog.unnest($4)) AS c(org, rev, hash)"
+											" WHERE EXISTS (SELECT FROM eventhub.replica_progress q"
+											"  WHERE q.organization_id OPERATOR(pg_catalog.=) c.org"
+											"  AND q.applied_revision OPERATOR(pg_catalog.=) c.rev"
+											"  AND q.replica_id OPERATOR(pg_catalog.<>) $1"
+											"  AND q.config_hash OPERATOR(pg_catalog.<>) c.hash)"
+											" ORDER BY c.org, c.rev"
+											" ON CONFLICT ON CONSTRAINT config_splits_pkey"
+											" DO UPDATE SET revision = excluded.revision",
+											4, argtypes),
+						   values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "eventhub: recording configuration splits failed: %s", SPI_result_code_string(ret));
+}
+
+/*
  * Records a checked heartbeat.  The caller has connected to SPI.
  */
 static void
@@ -422,13 +507,27 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	values[3] = MakeArray(versions, n, UUIDOID, true);
 	values[4] = MakeArray(hashes, n, TEXTOID, true);
 	memset(nulls, ' ', sizeof(nulls));
+
+	/*
+	 * up: the upsert, with the organization's head as of now (NULL for one
+	 * never registered).  The main query reads the rows as they were before
+	 * it (a data-modifying WITH does not see its own changes): it returns
+	 * the reported rows with a hash that are new or whose revision or hash
+	 * changed, the only ones RecordConfigSplits compares with the other
+	 * replicas.
+	 */
 	ret = SPI_execute_plan(EventhubKeptPlan(&progress_plan,
-											"INSERT INTO eventhub.replica_progress AS p"
-											" (replica_id, organization_id, applied_revision, applied_version_id,"
-											"  applied_at, config_hash)"
-											" SELECT $1, c.org, c.rev, c.ver, pg_catalog.now(), c.hash"
+											"WITH c AS MATERIALIZED ("
+											" SELECT c.org, c.rev, c.ver, c.hash, s.revision AS head"
 											" FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3),"
 											"  pg_catalog.unnest($4), pg_catalog.unnest($5)) AS c(org, rev, ver, hash)"
+											" LEFT JOIN eventhub.organization_states s"
+											"  ON s.organization_id OPERATOR(pg_catalog.=) c.org),"
+											" up AS ("
+											" INSERT INTO eventhub.replica_progress AS p"
+											" (replica_id, organization_id, applied_revision, applied_version_id,"
+											"  applied_at, config_hash, head_revision)"
+											" SELECT $1, c.org, c.rev, c.ver, pg_catalog.now(), c.hash, c.head FROM c"
 											" ON CONFLICT ON CONSTRAINT replica_progress_pkey DO UPDATE"
 											" SET applied_at = CASE"
 											"   WHEN p.applied_revision OPERATOR(pg_catalog.=) excluded.applied_revision"
@@ -440,11 +539,22 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 											"   THEN COALESCE(excluded.applied_version_id, p.applied_version_id)"
 											"   ELSE excluded.applied_version_id END,"
 											" applied_revision = excluded.applied_revision,"
-											" config_hash = excluded.config_hash",
+											" config_hash = excluded.config_hash,"
+											" head_revision = excluded.head_revision)"
+											" SELECT c.org, c.rev, c.hash FROM c"
+											" LEFT JOIN eventhub.replica_progress o"
+											"  ON o.replica_id OPERATOR(pg_catalog.=) $1"
+											"  AND o.organization_id OPERATOR(pg_catalog.=) c.org"
+											" WHERE c.hash IS NOT NULL AND (o.replica_id IS NULL"
+											"  OR o.applied_revision OPERATOR(pg_catalog.<>) c.rev"
+											"  OR o.config_hash IS NULL"
+											"  OR o.config_hash OPERATOR(pg_catalog.<>) c.hash)",
 											5, progress_types),
 						   values, nulls, false, 0);
-	if (ret != SPI_OK_INSERT)
+	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: recording replica progress failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed > 0)
+		RecordConfigSplits(replica_id, SPI_tuptable, SPI_processed);
 }
 
 /* A checked heartbeat, for HeartbeatWork. */
@@ -559,6 +669,47 @@ DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 														 SPI_tuptable->tupdesc, 1, &isnull)));
 	SPI_finish();
 	return found;
+}
+
+/*
+ * Deletes the pairs of eventhub.config_splits at which the replicas' rows
+ * no longer report two different hashes (a replica moved on, changed its
+ * hash or was removed), live or not: a stale replica's row still counts,
+ * since it counts again, unchanged, once the replica is back.  Returns how
+ * many.  One index probe per pair; the caller has connected to SPI and set
+ * up a transaction.
+ *
+ * A heartbeat may find a pair split again after this statement's snapshot
+ * (RecordConfigSplits): it updates the pair, and the delete, which waits
+ * for it, then finds a row version other than the one it judged (xmin)
+ * and leaves it.
+ */
+int64
+EventhubForgetSettledSplits(void)
+{
+	static EventhubPlan plan;
+	int			ret;
+
+	ret = EventhubExecuteAsOwner(&plan,
+								 "DELETE FROM eventhub.config_splits x USING ("
+								 " SELECT y.organization_id, y.revision, y.xmin AS seen"
+								 " FROM eventhub.config_splits y WHERE NOT EXISTS ("
+								 "  SELECT FROM eventhub.replica_progress a"
+								 "  JOIN eventhub.replica_progress b"
+								 "   ON b.organization_id OPERATOR(pg_catalog.=) a.organization_id"
+								 "   AND b.applied_revision OPERATOR(pg_catalog.=) a.applied_revision"
+								 "  WHERE a.organization_id OPERATOR(pg_catalog.=) y.organization_id"
+								 "   AND a.applied_revision OPERATOR(pg_catalog.=) y.revision"
+								 "   AND b.config_hash OPERATOR(pg_catalog.<>) a.config_hash)"
+								 " ORDER BY y.organization_id, y.revision) s"
+								 " WHERE x.organization_id OPERATOR(pg_catalog.=) s.organization_id"
+								 " AND x.revision OPERATOR(pg_catalog.=) s.revision"
+								 " AND x.xmin OPERATOR(pg_catalog.=) s.seen",
+								 0, NULL, NULL, NULL, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "eventhub: removing settled configuration splits failed: %s",
+			 SPI_result_code_string(ret));
+	return (int64) SPI_processed;
 }
 
 /*

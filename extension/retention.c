@@ -332,8 +332,9 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 
 /*
  * Removes the replicas without a heartbeat for twice eventhub.replica_ttl
- * (stale for a whole ttl), with their progress.  Returns how many.  The
- * caller has connected to SPI and set up a transaction.
+ * (stale for a whole ttl), with their progress, then the configuration
+ * splits no longer split (replicas.c).  Returns how many replicas it
+ * removed.  The caller has connected to SPI and set up a transaction.
  */
 int64
 EventhubRemoveStaleReplicas(void)
@@ -341,6 +342,7 @@ EventhubRemoveStaleReplicas(void)
 	static EventhubPlan plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
+	int64		removed;
 	int			ret;
 
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
@@ -351,7 +353,9 @@ EventhubRemoveStaleReplicas(void)
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
-	return (int64) SPI_processed;
+	removed = (int64) SPI_processed;
+	(void) EventhubForgetSettledSplits();
+	return removed;
 }
 
 /*

@@ -1,12 +1,65 @@
 -- eventhub 0.4.0 -> 0.5.0.  Run by ALTER EXTENSION eventhub UPDATE.
 --
 -- New: eventhub.metrics(), the metrics operators alert on in Prometheus'
--- data model.  Nothing else changes in the schema: no table is touched,
--- and a database updated from 0.4.0 (or, through it, from any earlier
--- release) and a fresh 0.5.0 installation have the same catalog
+-- data model, and what keeps it cheap: replica_progress.head_revision with
+-- the partial index of the rows behind, and eventhub.config_splits.  A
+-- database updated from 0.4.0 (or, through it, from any earlier release)
+-- and a fresh 0.5.0 installation have the same catalog
 -- (regress/sql/update.sql and regress/t/017_upgrade.pl check it).
 
 \echo Use "ALTER EXTENSION eventhub UPDATE TO '0.5.0'" to load this file. \quit
+
+ALTER TABLE eventhub.replica_progress ADD COLUMN head_revision bigint;
+COMMENT ON COLUMN eventhub.replica_progress.head_revision IS 'The organization''s head revision when the replica''s last heartbeat recorded this row (NULL when unknown): the row is behind when applied_revision < head_revision.';
+
+-- The rows behind their head now get it now, so that metrics() counts them
+-- at once; the others (caught up: NULL counts as not behind) get it at
+-- their replica's next heartbeat.
+UPDATE eventhub.replica_progress p
+   SET head_revision = s.revision
+  FROM eventhub.organization_states s
+ WHERE s.organization_id OPERATOR(pg_catalog.=) p.organization_id
+   AND p.applied_revision OPERATOR(pg_catalog.<) s.revision;
+
+CREATE INDEX replica_progress_behind_idx
+    ON eventhub.replica_progress (organization_id, replica_id)
+    WHERE applied_revision < head_revision;
+
+CREATE TABLE eventhub.config_splits (
+    organization_id text COLLATE "C" NOT NULL,
+    revision        bigint NOT NULL,
+    CONSTRAINT config_splits_pkey PRIMARY KEY (organization_id, revision)
+);
+
+COMMENT ON TABLE eventhub.config_splits IS
+'(organization, revision) pairs at which replicas reported different configuration hashes: candidates that metrics() checks against replica_progress. Written by eventhub.heartbeat(), emptied of settled pairs by maintenance.';
+COMMENT ON COLUMN eventhub.config_splits.organization_id IS 'The organization.';
+COMMENT ON COLUMN eventhub.config_splits.revision IS 'The applied revision at which the hashes differ.';
+
+-- The splits the progress rows show now, in one pass; heartbeats add the
+-- new ones from here on.
+INSERT INTO eventhub.config_splits (organization_id, revision)
+SELECT q.organization_id, q.applied_revision
+  FROM eventhub.replica_progress q
+ WHERE q.config_hash IS NOT NULL
+ GROUP BY q.organization_id, q.applied_revision
+HAVING pg_catalog.min(q.config_hash COLLATE pg_catalog."C")
+       OPERATOR(pg_catalog.<>) pg_catalog.max(q.config_hash COLLATE pg_catalog."C");
+
+ALTER TABLE eventhub.config_splits ENABLE ROW LEVEL SECURITY;
+CREATE POLICY config_splits_read ON eventhub.config_splits FOR SELECT
+    USING (eventhub.has_organization_privilege(organization_id, 'read'));
+COMMENT ON POLICY config_splits_read ON eventhub.config_splits IS
+'Splits in the organizations the calling role may read.';
+
+CREATE TRIGGER config_splits_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.config_splits
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Splits are recorded by eventhub.heartbeat() and removed by maintenance.');
+COMMENT ON TRIGGER config_splits_protect ON eventhub.config_splits IS 'Only eventhub''s functions write this table.';
+
+-- As every table of the install script: nothing for PUBLIC.
+REVOKE ALL ON eventhub.config_splits FROM PUBLIC;
 
 -- Runs as the caller; its one statement runs as the owner with the
 -- visibility rule of replica_status for the calling role, and qualifies

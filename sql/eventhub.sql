@@ -406,12 +406,20 @@ CREATE TABLE eventhub.replica_progress (
     applied_version_id uuid,
     applied_at         timestamptz NOT NULL,
     config_hash        text,
+    head_revision      bigint,
     CONSTRAINT replica_progress_pkey PRIMARY KEY (replica_id, organization_id)
 );
 
--- Retention asks "does a live replica still need this event?" per event.
+-- Retention asks "does a live replica still need this event?" per event;
+-- heartbeat and metrics() find the replicas at one revision through it.
 CREATE INDEX replica_progress_organization_idx
     ON eventhub.replica_progress (organization_id, applied_revision);
+
+-- The rows behind their organization's head at their last heartbeat: the
+-- few that metrics() reads for lag, instead of every row.
+CREATE INDEX replica_progress_behind_idx
+    ON eventhub.replica_progress (organization_id, replica_id)
+    WHERE applied_revision < head_revision;
 
 COMMENT ON TABLE eventhub.replica_progress IS
 'Per replica and organization: the revision it has applied and the configuration it serves.';
@@ -421,6 +429,22 @@ COMMENT ON COLUMN eventhub.replica_progress.applied_revision IS 'The revision of
 COMMENT ON COLUMN eventhub.replica_progress.applied_version_id IS 'The version_id of that event, as the replica saw it.';
 COMMENT ON COLUMN eventhub.replica_progress.applied_at IS 'When the replica first reported this applied revision.';
 COMMENT ON COLUMN eventhub.replica_progress.config_hash IS 'Hash the application reports of the configuration it serves for the organization, to compare replicas.';
+COMMENT ON COLUMN eventhub.replica_progress.head_revision IS 'The organization''s head revision when the replica''s last heartbeat recorded this row (NULL when unknown): the row is behind when applied_revision < head_revision.';
+
+-- Where replicas at the same revision of an organization reported different
+-- configuration hashes: heartbeat adds a pair when a row it changes has
+-- another replica's different hash beside it, maintenance removes the pairs
+-- no longer split, and metrics() compares hashes at these pairs only.
+CREATE TABLE eventhub.config_splits (
+    organization_id text COLLATE "C" NOT NULL,
+    revision        bigint NOT NULL,
+    CONSTRAINT config_splits_pkey PRIMARY KEY (organization_id, revision)
+);
+
+COMMENT ON TABLE eventhub.config_splits IS
+'(organization, revision) pairs at which replicas reported different configuration hashes: candidates that metrics() checks against replica_progress. Written by eventhub.heartbeat(), emptied of settled pairs by maintenance.';
+COMMENT ON COLUMN eventhub.config_splits.organization_id IS 'The organization.';
+COMMENT ON COLUMN eventhub.config_splits.revision IS 'The applied revision at which the hashes differ.';
 
 CREATE FUNCTION eventhub.heartbeat(
     replica_id text,
@@ -587,6 +611,12 @@ CREATE POLICY replica_progress_read ON eventhub.replica_progress FOR SELECT
 COMMENT ON POLICY replica_progress_read ON eventhub.replica_progress IS
 'Progress on the organizations the calling role may read.';
 
+ALTER TABLE eventhub.config_splits ENABLE ROW LEVEL SECURITY;
+CREATE POLICY config_splits_read ON eventhub.config_splits FOR SELECT
+    USING (eventhub.has_organization_privilege(organization_id, 'read'));
+COMMENT ON POLICY config_splits_read ON eventhub.config_splits IS
+'Splits in the organizations the calling role may read.';
+
 ALTER TABLE eventhub.replicas ENABLE ROW LEVEL SECURITY;
 CREATE POLICY replicas_read ON eventhub.replicas FOR SELECT
     USING (eventhub.replica_visible(owner)
@@ -627,6 +657,10 @@ CREATE TRIGGER replica_progress_protect
     BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.replica_progress
     FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
         'Progress is recorded by eventhub.heartbeat().');
+CREATE TRIGGER config_splits_protect
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.config_splits
+    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
+        'Splits are recorded by eventhub.heartbeat() and removed by maintenance.');
 CREATE TRIGGER organization_grants_protect
     BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_grants
     FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
@@ -640,6 +674,7 @@ COMMENT ON TRIGGER organization_states_protect ON eventhub.organization_states I
 COMMENT ON TRIGGER events_protect ON eventhub.events IS 'Only eventhub''s functions write this table.';
 COMMENT ON TRIGGER replicas_protect ON eventhub.replicas IS 'Only eventhub''s functions write this table.';
 COMMENT ON TRIGGER replica_progress_protect ON eventhub.replica_progress IS 'Only eventhub''s functions write this table.';
+COMMENT ON TRIGGER config_splits_protect ON eventhub.config_splits IS 'Only eventhub''s functions write this table.';
 COMMENT ON TRIGGER organization_grants_protect ON eventhub.organization_grants IS 'Only eventhub''s functions write this table.';
 COMMENT ON TRIGGER notification_key_protect ON eventhub.notification_key IS 'Only eventhub''s functions write this table.';
 

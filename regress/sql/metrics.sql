@@ -157,5 +157,77 @@ SELECT count(*) AS differing FROM ((TABLE plain EXCEPT TABLE hostile) UNION ALL 
 SELECT count(*) AS gauges FROM hostile;
 DROP SCHEMA regress_eh_metrics_evil CASCADE;
 
+-- Lag comes from the rows behind their head at their replica's last
+-- heartbeat (replica_progress.head_revision): a replica caught up at its
+-- heartbeat counts as caught up until its next one, which reports it behind;
+-- one that catches up is no longer behind.
+SELECT eventhub.publish_event('late', 'API', 'CREATE', 'l1', NULL, '{}') FROM generate_series(1, 2);
+SELECT eventhub.heartbeat('r-late', '{"late": {"revision": 2}}');
+SELECT eventhub.publish_event('late', 'API', 'UPDATE', 'l1', NULL, '{}') FROM generate_series(1, 3);
+SELECT pg_temp.m('eventhub_replica_lag_events', '{"replica": "r-late"}') AS lag_before_next_heartbeat;
+SELECT eventhub.heartbeat('r-late', '{"late": {"revision": 3}}');
+SELECT applied_revision, head_revision FROM eventhub.replica_progress WHERE replica_id = 'r-late';
+SELECT pg_temp.m('eventhub_replica_lag_events', '{"replica": "r-late"}') AS lag,
+       pg_temp.m('eventhub_replica_lag_seconds', '{"replica": "r-late"}') > 0 AS lag_seconds;
+-- Measured against the head of now: two more events, still behind.
+SELECT eventhub.publish_event('late', 'API', 'UPDATE', 'l1', NULL, '{}') FROM generate_series(1, 2);
+SELECT pg_temp.m('eventhub_replica_lag_events', '{"replica": "r-late"}') AS lag_against_head_now;
+SELECT eventhub.heartbeat('r-late', '{"late": {"revision": 7}}');
+SELECT pg_temp.m('eventhub_replica_lag_events', '{"replica": "r-late"}') AS lag_caught_up,
+       pg_temp.m('eventhub_replica_lag_seconds', '{"replica": "r-late"}') AS lag_seconds_caught_up;
+SELECT eventhub.deregister_replica('r-late');
+
+-- Configuration hashes are compared at the pairs heartbeat() found split
+-- (eventhub.config_splits), whichever replica reports second; only a row a
+-- heartbeat changes is compared, a steady heartbeat adds nothing; a pair no
+-- longer split counts for nothing, and maintenance removes it.
+SELECT eventhub.publish_event('split', 'API', 'CREATE', 's1', NULL, '{}') FROM generate_series(1, 3);
+SELECT eventhub.heartbeat('s-a', '{"split": {"revision": 2, "config_hash": "x"}}'),
+       eventhub.heartbeat('s-b', '{"split": {"revision": 2, "config_hash": "x"}}');
+SELECT count(*) AS splits_when_agreeing FROM eventhub.config_splits WHERE organization_id = 'split';
+SELECT eventhub.heartbeat('s-c', '{"split": {"revision": 2, "config_hash": "y"}}');
+-- The other order at revision 3: the odd one first, then the two others.
+SELECT eventhub.heartbeat('s-c', '{"split": {"revision": 3, "config_hash": "y"}}');
+SELECT eventhub.heartbeat('s-a', '{"split": {"revision": 3, "config_hash": "x"}}'),
+       eventhub.heartbeat('s-b', '{"split": {"revision": 3, "config_hash": "x"}}');
+SELECT organization_id, revision FROM eventhub.config_splits WHERE organization_id = 'split' ORDER BY 2;
+SELECT labels->>'replica' AS replica, value FROM eventhub.metrics()
+ WHERE name = 'eventhub_replica_config_hash_mismatch' AND labels->>'replica' LIKE 's-%' ORDER BY 1;
+-- A steady heartbeat compares nothing: a pair taken away is not found again
+-- until a row there changes.
+SET eventhub.protect_tables = off;
+DELETE FROM eventhub.config_splits WHERE organization_id = 'split';
+RESET eventhub.protect_tables;
+SELECT eventhub.heartbeat('s-a', '{"split": {"revision": 3, "config_hash": "x"}}'),
+       eventhub.heartbeat('s-c', '{"split": {"revision": 3, "config_hash": "y"}}');
+SELECT count(*) AS splits_after_steady_heartbeats FROM eventhub.config_splits WHERE organization_id = 'split';
+SELECT eventhub.heartbeat('s-c', '{"split": {"revision": 3, "config_hash": "z"}}');
+SELECT organization_id, revision FROM eventhub.config_splits WHERE organization_id = 'split' ORDER BY 2;
+-- s-c takes the others' hash: no longer split, no mismatch, and maintenance
+-- removes the pair.
+SELECT eventhub.heartbeat('s-c', '{"split": {"revision": 3, "config_hash": "x"}}');
+SELECT count(*) AS mismatched FROM eventhub.metrics()
+ WHERE name = 'eventhub_replica_config_hash_mismatch' AND labels->>'replica' LIKE 's-%' AND value = 1;
+-- (r-1 and r-2, one to one at acme above, still disagree.)
+SELECT pg_temp.m('eventhub_replicas_config_hash_disagreeing') AS disagreeing;
+SELECT eventhub.run_maintenance() >= 0 AS maintained;
+SELECT count(*) AS splits_after_maintenance FROM eventhub.config_splits WHERE organization_id = 'split';
+-- Only a stale replica differs: no mismatch (it is compared with the live
+-- ones once it is live again), and maintenance keeps the pair.
+SELECT eventhub.heartbeat('s-c', '{"split": {"revision": 3, "config_hash": "w"}}');
+SET eventhub.protect_tables = off;
+UPDATE eventhub.replicas SET last_heartbeat = now() - interval '6 minutes' WHERE replica_id = 's-c';
+RESET eventhub.protect_tables;
+SELECT count(*) AS mismatched_with_stale FROM eventhub.metrics()
+ WHERE name = 'eventhub_replica_config_hash_mismatch' AND labels->>'replica' LIKE 's-%' AND value = 1;
+SELECT eventhub.run_maintenance() >= 0 AS maintained;
+SELECT organization_id, revision FROM eventhub.config_splits WHERE organization_id = 'split' ORDER BY 2;
+SELECT eventhub.heartbeat('s-c', '{"split": {"revision": 3, "config_hash": "w"}}');
+SELECT labels->>'replica' AS replica, value FROM eventhub.metrics()
+ WHERE name = 'eventhub_replica_config_hash_mismatch' AND labels->>'replica' LIKE 's-%' ORDER BY 1;
+SELECT eventhub.deregister_replica(r) FROM unnest(ARRAY['s-a', 's-b', 's-c']) r;
+SELECT eventhub.run_maintenance() >= 0 AS maintained;
+SELECT count(*) AS splits_without_replicas FROM eventhub.config_splits WHERE organization_id = 'split';
+
 DROP EXTENSION eventhub;
 DROP ROLE regress_eh_metrics_nobody, regress_eh_metrics_operator;

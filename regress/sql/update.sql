@@ -122,12 +122,25 @@ CREATE EXTENSION eventhub VERSION '0.4.0';
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
 SET eventhub.protect_tables = off;
 INSERT INTO eventhub.organization_states (organization_id, version_id, revision, updated_at)
-VALUES ('acme', gen_random_uuid(), 0, now());
+VALUES ('acme', gen_random_uuid(), 0, now()), ('beta', gen_random_uuid(), 2, now());
+-- Progress carried over: r-a and r-b disagree at beta's head, r-c is
+-- behind it.
+INSERT INTO eventhub.replicas (replica_id, started_at, last_heartbeat, owner)
+SELECT r, now(), now(), current_user::regrole FROM unnest(ARRAY['r-a', 'r-b', 'r-c']) r;
+INSERT INTO eventhub.replica_progress (replica_id, organization_id, applied_revision, applied_at, config_hash)
+VALUES ('r-a', 'beta', 2, now(), 'h'), ('r-b', 'beta', 2, now(), 'k'), ('r-c', 'beta', 1, now(), 'h');
 RESET eventhub.protect_tables;
 ALTER EXTENSION eventhub UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'eventhub';
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'a1', 'c1', '{}');
 SELECT count(*) > 0 AS series FROM eventhub.metrics();
+-- The update records the head of the rows behind it (the others get it at
+-- their next heartbeat) and the pairs where hashes differ: metrics() sees
+-- both at once.
+SELECT replica_id, applied_revision, head_revision FROM eventhub.replica_progress ORDER BY 1;
+SELECT organization_id, revision FROM eventhub.config_splits;
+SELECT name, labels->>'replica' AS replica, value FROM eventhub.metrics()
+ WHERE name IN ('eventhub_replica_lag_events', 'eventhub_replica_config_hash_mismatch') ORDER BY 1, 2;
 CREATE TEMP TABLE updated_from_040 AS SELECT * FROM pg_temp.eventhub_catalog() AS c(line);
 DROP EXTENSION eventhub;
 
@@ -159,5 +172,8 @@ SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
                            OR line LIKE 'index CREATE INDEX events_entity_idx %'
                            OR line LIKE 'function eventhub.transactions_since(%'
                            OR line = 'member type eventhub.transaction_event'
-                           OR line LIKE 'function eventhub.metrics()%') AS new_objects
+                           OR line LIKE 'function eventhub.metrics()%'
+                           OR line LIKE 'column eventhub.replica_progress.head_revision %'
+                           OR line LIKE 'index CREATE INDEX replica_progress_behind_idx %'
+                           OR line LIKE 'relation eventhub.config_splits %') AS new_objects
   FROM fresh;

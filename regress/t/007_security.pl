@@ -151,7 +151,7 @@ as_role_refused('mallory',
 as_role_refused('mallory', "UPDATE eventhub.organization_states SET revision = 999 WHERE organization_id = 'acme'",
 	$guard_error, 'GRANT ALL: a rewritten head');
 as_role_refused('mallory', 'DELETE FROM eventhub.events', $guard_error, 'GRANT ALL: deleted history');
-for my $table (qw(events organization_states replicas replica_progress organization_grants notification_key))
+for my $table (qw(events organization_states replicas replica_progress config_splits organization_grants notification_key))
 {
 	as_role_refused('mallory', "TRUNCATE eventhub.$table CASCADE", $guard_error, "GRANT ALL: TRUNCATE $table");
 }
