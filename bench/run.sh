@@ -773,12 +773,13 @@ metrics_time() {
 		fail "pgbench of eventhub.metrics() failed: $(tail -5 "$out/metrics_$1.log")"
 	MS=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out/metrics_$1.log")
 }
-# scrape_loop STOPFILE: eventhub.metrics() every second until STOPFILE exists,
+# scrape_loop STOPFILE: a scrape every second (three eventhub.metrics() calls,
 # on one connection, as prometheus-postgres-exporter keeps one (a new psql
 # and backend every second alone cost publishers about 9%: docs/performance.md).
 scrape_loop() {
 	while [ ! -f "$1" ]; do
-		echo "SELECT count(*) FROM eventhub.metrics();"
+		# As prometheus/postgres-exporter-queries.yml scrapes: three calls.
+		echo "SELECT count(*) FROM eventhub.metrics(); SELECT count(*) FROM eventhub.metrics(); SELECT count(*) FROM eventhub.metrics();"
 		sleep 1
 	done | PGDATABASE=metrics q >/dev/null
 }
