@@ -155,6 +155,7 @@ typedef struct EventhubRetention
 /* A retention batch looks at no more than this many times its size of events. */
 #define EVENTHUB_SCAN_FACTOR 10
 
+extern void EventhubRetentionLimits(EventhubRetention *r, TimestampTz now);
 extern void EventhubRetentionNow(EventhubRetention *r);
 extern int64 EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more);
 extern int64 EventhubRemoveStaleReplicas(void);

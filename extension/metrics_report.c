@@ -292,14 +292,14 @@ metrics(PG_FUNCTION_ARGS)
 	Oid			argtypes[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID};
 	Datum		args[4];
 	MetricsOut	out;
-	TimestampTz forced_before;
+	EventhubRetention limits;
 	uint64		counts[EVENTHUB_NUM_COUNTERS];
 	TimestampTz pass_ended;
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	SPITupleTable *rows;
 	uint64		nrows;
 	HeapTuple	first;
 	TupleDesc	desc;
+	char	  **labels;
 	int			live = 0,
 				stale = 0,
 				mismatched = 0;
@@ -315,16 +315,13 @@ metrics(PG_FUNCTION_ARGS)
 	out.desc = rsinfo->setDesc;
 
 	/*
-	 * Retention's limits (EventhubRetentionNow), and the replica_status
-	 * view's live replicas, as of now(): the transaction's start.
+	 * Retention's limits, and the replica_status view's live replicas, as
+	 * of now(): the transaction's start.
 	 */
-	if (eventhub_retain_until_applied)
-		forced_before = now - (int64) eventhub_max_retention * USECS_PER_SEC;
-	else
-		TIMESTAMP_NOEND(forced_before);
-	args[0] = TimestampTzGetDatum(now - (int64) eventhub_replica_ttl * USECS_PER_SEC);
-	args[1] = TimestampTzGetDatum(now - (int64) eventhub_retention * USECS_PER_SEC);
-	args[2] = TimestampTzGetDatum(forced_before);
+	EventhubRetentionLimits(&limits, GetCurrentTransactionStartTimestamp());
+	args[0] = TimestampTzGetDatum(limits.live_since);
+	args[1] = TimestampTzGetDatum(limits.expired_before);
+	args[2] = TimestampTzGetDatum(limits.forced_before);
 	args[3] = BoolGetDatum(EventhubAccessControlEnabled());
 
 	EventhubReadCounters(counts, &pass_ended);
@@ -356,21 +353,29 @@ metrics(PG_FUNCTION_ARGS)
 	Put(&out, S_EVENTS_KEPT, "{}", Float8Column(first, desc, C_KEPT));
 	Put(&out, S_REPLICAS, "{\"state\": \"live\"}", live);
 	Put(&out, S_REPLICAS, "{\"state\": \"stale\"}", stale);
+	/* Each replica's labels, made once for its four series. */
+	labels = palloc0(sizeof(char *) * nrows);
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		char	   *id = SPI_getvalue(rows->vals[i], desc, C_REPLICA + 1);
+
+		if (id != NULL)
+			labels[i] = ReplicaLabels(id);
+	}
 	for (int k = 0; k < (int) lengthof(per_replica); k++)
 	{
 		for (uint64 i = 0; i < nrows; i++)
 		{
 			HeapTuple	tuple = rows->vals[i];
-			char	   *id = SPI_getvalue(tuple, desc, C_REPLICA + 1);
 			double		value;
 
-			if (id == NULL)
+			if (labels[i] == NULL)
 				continue;
 			if (per_replica_col[k] == C_MISMATCH)
 				value = DatumGetBool(SPI_getbinval(tuple, desc, C_MISMATCH + 1, &isnull)) ? 1 : 0;
 			else
 				value = Float8Column(tuple, desc, per_replica_col[k]);
-			Put(&out, per_replica[k], ReplicaLabels(id), value);
+			Put(&out, per_replica[k], labels[i], value);
 		}
 	}
 	Put(&out, S_HASH_DISAGREEING, "{}", mismatched);

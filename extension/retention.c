@@ -161,22 +161,31 @@ ForgetPlan(EventhubPlan *cache)
 }
 
 /*
- * Fills *r with the instants that decide, as of now, which events retention
- * deletes, and starts a pass from the oldest event.
+ * Fills the instants of *r that decide, as of now, which events retention
+ * deletes and which replicas are live (eventhub.metrics() reads them as of
+ * its transaction's start).
  */
 void
-EventhubRetentionNow(EventhubRetention *r)
+EventhubRetentionLimits(EventhubRetention *r, TimestampTz now)
 {
-	TimestampTz now = GetCurrentTimestamp();
-
-	retention_passes++;
-
 	r->expired_before = now - (int64) eventhub_retention * USECS_PER_SEC;
 	if (eventhub_retain_until_applied)
 		r->forced_before = now - (int64) eventhub_max_retention * USECS_PER_SEC;
 	else
 		TIMESTAMP_NOEND(r->forced_before);
 	r->live_since = now - (int64) eventhub_replica_ttl * USECS_PER_SEC;
+}
+
+/*
+ * Fills *r with retention's limits as of now, and starts a pass from the
+ * oldest event.
+ */
+void
+EventhubRetentionNow(EventhubRetention *r)
+{
+	retention_passes++;
+
+	EventhubRetentionLimits(r, GetCurrentTimestamp());
 	TIMESTAMP_NOBEGIN(r->resume_from);
 	ItemPointerSet(&r->resume_tid, 0, 0);
 }
