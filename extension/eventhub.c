@@ -51,6 +51,7 @@ int			eventhub_max_retention = 86400;
 bool		eventhub_compaction = true;
 bool		eventhub_protect_tables = true;
 int			eventhub_stalled_client_timeout = 30000;
+int			eventhub_metrics_cache_time = 500;
 
 /*
  * Defines the eventhub.* settings.
@@ -168,6 +169,17 @@ DefineSettings(void)
 							30000,
 							0, INT_MAX,
 							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.metrics_cache_time",
+							"Sets how long eventhub.metrics() reuses what it last read from the tables in this session.",
+							"A scrape calls it several times in a row; only the first reads the tables. "
+							"A session that committed a change reads them anew. 0 reads them at every call.",
+							&eventhub_metrics_cache_time,
+							500,
+							0, 60000,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -41,6 +41,7 @@ extern int	eventhub_max_retention;		/* seconds */
 extern bool eventhub_compaction;
 extern bool eventhub_protect_tables;
 extern int	eventhub_stalled_client_timeout;	/* milliseconds; 0: off */
+extern int	eventhub_metrics_cache_time;	/* milliseconds; 0: off */
 extern void _PG_init(void);
 
 /* common.c: helpers at the bottom of every file's calls */

@@ -42,8 +42,10 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -207,7 +209,7 @@ static const SeriesInfo series[S_COUNT] = {
 	"  COALESCE(l.lag, 0)::pg_catalog.float8, COALESCE(l.age, 0)," \
 	"  EXISTS (SELECT FROM mismatched m WHERE m.replica_id" EQ "v.replica_id)," \
 	"  g.organizations::pg_catalog.float8, g.behind::pg_catalog.float8, g.lag_max::pg_catalog.float8," \
-	"  g.oldest, g.held_back::pg_catalog.float8, g.kept::pg_catalog.float8, g.queue_usage" \
+	"  g.oldest, g.held_back::pg_catalog.float8, g.kept::pg_catalog.float8" \
 	" FROM (SELECT" \
 	"  (SELECT pg_catalog.count(*) FROM eventhub.organization_states s" \
 	"    WHERE NOT $4 OR eventhub.has_organization_privilege(s.organization_id, 'read')) AS organizations," \
@@ -221,8 +223,7 @@ static const SeriesInfo series[S_COUNT] = {
 	"    FROM (SELECT a.organization_id, pg_catalog.min(a.applied_revision) AS applied" \
 	"     FROM aged a WHERE a.live GROUP BY a.organization_id) o) AS held_back," \
 	"  (SELECT GREATEST(c.reltuples, 0) FROM pg_catalog.pg_class c" \
-	"    WHERE c.oid" EQ "'eventhub.events'::pg_catalog.regclass) AS kept," \
-	"  pg_catalog.pg_notification_queue_usage() AS queue_usage) g" \
+	"    WHERE c.oid" EQ "'eventhub.events'::pg_catalog.regclass) AS kept) g" \
 	" LEFT JOIN vis v ON true" \
 	" LEFT JOIN per_replica l ON l.replica_id" EQ "v.replica_id" \
 	" ORDER BY v.replica_id"
@@ -231,7 +232,7 @@ static const SeriesInfo series[S_COUNT] = {
 enum
 {
 	C_REPLICA, C_LIVE, C_HEARTBEAT_AGE, C_LAG_EVENTS, C_LAG_SECONDS, C_MISMATCH,
-	C_ORGANIZATIONS, C_BEHIND, C_LAG_MAX, C_OLDEST, C_HELD_BACK, C_KEPT, C_QUEUE_USAGE
+	C_ORGANIZATIONS, C_BEHIND, C_LAG_MAX, C_OLDEST, C_HELD_BACK, C_KEPT
 };
 
 typedef struct MetricsOut
@@ -239,6 +240,64 @@ typedef struct MetricsOut
 	Tuplestorestate *store;
 	TupleDesc	desc;
 } MetricsOut;
+
+/* One replica's figures in a reading. */
+typedef struct ReplicaReading
+{
+	char	   *labels;			/* {"replica": "<id>"} */
+	bool		live;
+	bool		mismatch;
+	double		heartbeat_age;
+	double		lag_events;
+	double		lag_seconds;
+} ReplicaReading;
+
+/*
+ * What metrics() read from the tables, kept in this backend for the next
+ * calls (eventhub.metrics_cache_time): a scrape of the shipped exporter
+ * calls metrics() three times in a row on one connection, and only the
+ * first needs to read the tables.  The counters and the notification
+ * queue's usage are not in it: they are read at every call.
+ *
+ * A reading is reused only by the role that made it, with access control
+ * as it was, from a transaction that has written nothing, and while it is
+ * younger than eventhub.metrics_cache_time.  A reading made in a
+ * transaction that had written is not kept, and a transaction of this
+ * backend that wrote forgets the reading when it commits or prepares: a
+ * session sees its own changes at once.  (XactLastCommitEnd would not do:
+ * a read-only transaction that prunes a page moves it too.)  Ages
+ * (heartbeat age, lag in seconds) are moved on by the reading's age when
+ * reused.
+ */
+typedef struct Reading
+{
+	bool		valid;
+	Oid			userid;
+	bool		access_control;
+	TimestampTz at;				/* the start of the transaction it was read in */
+	int			nreplicas;
+	ReplicaReading *replicas;
+	double		organizations;
+	double		behind;
+	double		lag_max;
+	double		oldest;
+	double		held_back;
+	double		kept;
+} Reading;
+
+static Reading reading;
+static MemoryContext reading_context = NULL;
+static bool forget_registered = false;
+
+/* Forgets the reading when a transaction of this backend that wrote ends. */
+static void
+ForgetReadingAtWrite(XactEvent event, void *arg)
+{
+	(void) arg;
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) &&
+		TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		reading.valid = false;
+}
 
 /* Adds one series: labels is a JSON object's text. */
 static void
@@ -277,6 +336,136 @@ Float8Column(HeapTuple tuple, TupleDesc desc, int col)
 	return isnull ? 0 : DatumGetFloat8(d);
 }
 
+static bool
+BoolColumn(HeapTuple tuple, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col + 1, &isnull);
+
+	return !isnull && DatumGetBool(d);
+}
+
+/*
+ * Whether the kept reading may answer a call in this transaction, which
+ * started at now; sets *age to its age in seconds.
+ */
+static bool
+ReadingUsable(TimestampTz now, bool access_control, double *age)
+{
+	if (!reading.valid || eventhub_metrics_cache_time <= 0)
+		return false;
+	if (reading.userid != GetUserId() || reading.access_control != access_control)
+		return false;
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return false;
+	if (now < reading.at ||
+		now - reading.at >= (int64) eventhub_metrics_cache_time * 1000)
+		return false;
+	*age = (double) (now - reading.at) / USECS_PER_SEC;
+	return true;
+}
+
+/*
+ * Reads the tables into the kept reading, with one statement run as the
+ * owner, as of now (the transaction's start).
+ */
+static void
+ReadTables(TimestampTz now, bool access_control)
+{
+	static EventhubPlan plan;
+	Oid			argtypes[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID};
+	Datum		args[4];
+	EventhubRetention limits;
+	SPITupleTable *rows;
+	TupleDesc	desc;
+	HeapTuple	first;
+	MemoryContext old;
+	int			ret;
+
+	/*
+	 * Retention's limits, and the replica_status view's live replicas, as
+	 * of now.
+	 */
+	EventhubRetentionLimits(&limits, now);
+	args[0] = TimestampTzGetDatum(limits.live_since);
+	args[1] = TimestampTzGetDatum(limits.expired_before);
+	args[2] = TimestampTzGetDatum(limits.forced_before);
+	args[3] = BoolGetDatum(access_control);
+
+	reading.valid = false;
+	if (!forget_registered)
+	{
+		RegisterXactCallback(ForgetReadingAtWrite, NULL);
+		forget_registered = true;
+	}
+	if (reading_context == NULL)
+		reading_context = AllocSetContextCreate(TopMemoryContext, "eventhub metrics reading",
+												ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(reading_context);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ret = EventhubExecuteAsOwner(&plan, METRICS_SQL, 4, argtypes, args, NULL, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed < 1)
+		elog(ERROR, "eventhub: reading the metrics failed: %s", SPI_result_code_string(ret));
+	rows = SPI_tuptable;
+	desc = rows->tupdesc;
+	first = rows->vals[0];
+
+	old = MemoryContextSwitchTo(reading_context);
+	reading.replicas = palloc0(sizeof(ReplicaReading) * SPI_processed);
+	reading.nreplicas = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tuple = rows->vals[i];
+		char	   *id = SPI_getvalue(tuple, desc, C_REPLICA + 1);
+		ReplicaReading *r;
+
+		/* No visible replica: one row of NULLs carrying the global figures. */
+		if (id == NULL)
+			continue;
+		r = &reading.replicas[reading.nreplicas++];
+		r->labels = ReplicaLabels(id);
+		r->live = BoolColumn(tuple, desc, C_LIVE);
+		r->mismatch = BoolColumn(tuple, desc, C_MISMATCH);
+		r->heartbeat_age = Float8Column(tuple, desc, C_HEARTBEAT_AGE);
+		r->lag_events = Float8Column(tuple, desc, C_LAG_EVENTS);
+		r->lag_seconds = Float8Column(tuple, desc, C_LAG_SECONDS);
+	}
+	MemoryContextSwitchTo(old);
+	reading.organizations = Float8Column(first, desc, C_ORGANIZATIONS);
+	reading.behind = Float8Column(first, desc, C_BEHIND);
+	reading.lag_max = Float8Column(first, desc, C_LAG_MAX);
+	reading.oldest = Float8Column(first, desc, C_OLDEST);
+	reading.held_back = Float8Column(first, desc, C_HELD_BACK);
+	reading.kept = Float8Column(first, desc, C_KEPT);
+	SPI_finish();
+
+	reading.userid = GetUserId();
+	reading.access_control = access_control;
+	reading.at = now;
+	/* What a transaction that wrote read may include its own changes. */
+	reading.valid = !TransactionIdIsValid(GetTopTransactionIdIfAny());
+}
+
+/* pg_notification_queue_usage(), a function of no argument. */
+static double
+NotificationQueueUsage(void)
+{
+	LOCAL_FCINFO(fcinfo, 0);
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetFloat8(pg_notification_queue_usage(fcinfo));
+}
+
+/* An age that is 0 when there is none, moved on by age seconds. */
+static double
+Aged(double value, double age)
+{
+	return value > 0 ? value + age : 0;
+}
+
 /*
  * metrics() -> TABLE (name text, labels jsonb, type text, help text, value
  *					   double precision)
@@ -287,109 +476,64 @@ Float8Column(HeapTuple tuple, TupleDesc desc, int col)
 Datum
 metrics(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan plan;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			argtypes[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID};
-	Datum		args[4];
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	bool		access_control;
 	MetricsOut	out;
-	EventhubRetention limits;
 	uint64		counts[EVENTHUB_NUM_COUNTERS];
 	TimestampTz pass_ended;
-	SPITupleTable *rows;
-	uint64		nrows;
-	HeapTuple	first;
-	TupleDesc	desc;
-	char	  **labels;
+	double		age = 0;
 	int			live = 0,
 				stale = 0,
 				mismatched = 0;
-	bool		isnull;
-	int			ret;
-	Series		per_replica[] = {S_REPLICA_LAG_EVENTS, S_REPLICA_LAG_SECONDS,
-	S_REPLICA_HEARTBEAT_AGE, S_REPLICA_HASH_MISMATCH};
-	int			per_replica_col[] = {C_LAG_EVENTS, C_LAG_SECONDS, C_HEARTBEAT_AGE, C_MISMATCH};
 
 	EventhubRequireCurrentSchema();
 	EventhubInitResultStore(fcinfo);
 	out.store = rsinfo->setResult;
 	out.desc = rsinfo->setDesc;
 
-	/*
-	 * Retention's limits, and the replica_status view's live replicas, as
-	 * of now(): the transaction's start.
-	 */
-	EventhubRetentionLimits(&limits, GetCurrentTransactionStartTimestamp());
-	args[0] = TimestampTzGetDatum(limits.live_since);
-	args[1] = TimestampTzGetDatum(limits.expired_before);
-	args[2] = TimestampTzGetDatum(limits.forced_before);
-	args[3] = BoolGetDatum(EventhubAccessControlEnabled());
-
+	access_control = EventhubAccessControlEnabled();
+	if (!ReadingUsable(now, access_control, &age))
+		ReadTables(now, access_control);
 	EventhubReadCounters(counts, &pass_ended);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(&plan, METRICS_SQL, 4, argtypes, args, NULL, 0);
-	if (ret != SPI_OK_SELECT || SPI_processed < 1)
-		elog(ERROR, "eventhub: reading the metrics failed: %s", SPI_result_code_string(ret));
-	rows = SPI_tuptable;
-	nrows = SPI_processed;
-	desc = rows->tupdesc;
-	first = rows->vals[0];
 
-	for (uint64 i = 0; i < nrows; i++)
+	for (int i = 0; i < reading.nreplicas; i++)
 	{
-		(void) SPI_getbinval(rows->vals[i], desc, C_REPLICA + 1, &isnull);
-		if (isnull)
-			continue;
-		if (DatumGetBool(SPI_getbinval(rows->vals[i], desc, C_LIVE + 1, &isnull)))
+		if (reading.replicas[i].live)
 			live++;
 		else
 			stale++;
-		if (DatumGetBool(SPI_getbinval(rows->vals[i], desc, C_MISMATCH + 1, &isnull)))
+		if (reading.replicas[i].mismatch)
 			mismatched++;
 	}
 
 	Put(&out, S_PUBLISHED, "{}", (double) counts[EVENTHUB_COUNTER_PUBLISHED]);
-	Put(&out, S_ORGANIZATIONS, "{}", Float8Column(first, desc, C_ORGANIZATIONS));
-	Put(&out, S_EVENTS_KEPT, "{}", Float8Column(first, desc, C_KEPT));
+	Put(&out, S_ORGANIZATIONS, "{}", reading.organizations);
+	Put(&out, S_EVENTS_KEPT, "{}", reading.kept);
 	Put(&out, S_REPLICAS, "{\"state\": \"live\"}", live);
 	Put(&out, S_REPLICAS, "{\"state\": \"stale\"}", stale);
-	/* Each replica's labels, made once for its four series. */
-	labels = palloc0(sizeof(char *) * nrows);
-	for (uint64 i = 0; i < nrows; i++)
-	{
-		char	   *id = SPI_getvalue(rows->vals[i], desc, C_REPLICA + 1);
-
-		if (id != NULL)
-			labels[i] = ReplicaLabels(id);
-	}
-	for (int k = 0; k < (int) lengthof(per_replica); k++)
-	{
-		for (uint64 i = 0; i < nrows; i++)
-		{
-			HeapTuple	tuple = rows->vals[i];
-			double		value;
-
-			if (labels[i] == NULL)
-				continue;
-			if (per_replica_col[k] == C_MISMATCH)
-				value = DatumGetBool(SPI_getbinval(tuple, desc, C_MISMATCH + 1, &isnull)) ? 1 : 0;
-			else
-				value = Float8Column(tuple, desc, per_replica_col[k]);
-			Put(&out, per_replica[k], labels[i], value);
-		}
-	}
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(&out, S_REPLICA_LAG_EVENTS, reading.replicas[i].labels, reading.replicas[i].lag_events);
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(&out, S_REPLICA_LAG_SECONDS, reading.replicas[i].labels,
+			Aged(reading.replicas[i].lag_seconds, age));
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(&out, S_REPLICA_HEARTBEAT_AGE, reading.replicas[i].labels,
+			reading.replicas[i].heartbeat_age + age);
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(&out, S_REPLICA_HASH_MISMATCH, reading.replicas[i].labels,
+			reading.replicas[i].mismatch ? 1 : 0);
 	Put(&out, S_HASH_DISAGREEING, "{}", mismatched);
-	Put(&out, S_ORGS_BEHIND, "{}", Float8Column(first, desc, C_BEHIND));
-	Put(&out, S_LAG_EVENTS_MAX, "{}", Float8Column(first, desc, C_LAG_MAX));
-	Put(&out, S_OLDEST_UNAPPLIED_AGE, "{}", Float8Column(first, desc, C_OLDEST));
+	Put(&out, S_ORGS_BEHIND, "{}", reading.behind);
+	Put(&out, S_LAG_EVENTS_MAX, "{}", reading.lag_max);
+	Put(&out, S_OLDEST_UNAPPLIED_AGE, "{}", Aged(reading.oldest, age));
 	Put(&out, S_RETENTION_DELETED, "{}", (double) counts[EVENTHUB_COUNTER_RETENTION_DELETED]);
 	Put(&out, S_RETENTION_LAST_PASS, "{}", pass_ended == 0 ? 0 :
 		(double) (pass_ended - SetEpochTimestamp()) / USECS_PER_SEC);
-	Put(&out, S_RETENTION_HELD_BACK, "{}", Float8Column(first, desc, C_HELD_BACK));
+	Put(&out, S_RETENTION_HELD_BACK, "{}", reading.held_back);
 	Put(&out, S_NOTIFICATIONS_SENT, "{}", (double) counts[EVENTHUB_COUNTER_NOTIFICATIONS_SENT]);
-	Put(&out, S_NOTIFICATION_QUEUE_USAGE, "{}", Float8Column(first, desc, C_QUEUE_USAGE));
+	Put(&out, S_NOTIFICATION_QUEUE_USAGE, "{}", NotificationQueueUsage());
 	Put(&out, S_STALLED_TERMINATED, "{}", (double) counts[EVENTHUB_COUNTER_STALLED_TERMINATED]);
 
-	SPI_finish();
 	return (Datum) 0;
 }

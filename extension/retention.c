@@ -341,9 +341,8 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 
 /*
  * Removes the replicas without a heartbeat for twice eventhub.replica_ttl
- * (stale for a whole ttl), with their progress, then the configuration
- * splits no longer split (replicas.c).  Returns how many replicas it
- * removed.  The caller has connected to SPI and set up a transaction.
+ * (stale for a whole ttl), with their progress.  Returns how many replicas
+ * it removed.  The caller has connected to SPI and set up a transaction.
  */
 int64
 EventhubRemoveStaleReplicas(void)
@@ -363,7 +362,6 @@ EventhubRemoveStaleReplicas(void)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
 	removed = (int64) SPI_processed;
-	(void) EventhubForgetSettledSplits();
 	return removed;
 }
 
@@ -389,6 +387,8 @@ run_maintenance(PG_FUNCTION_ARGS)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	(void) EventhubRemoveStaleReplicas();
 	(void) EventhubRemoveDroppedRoles();
+	/* After both: the replicas they removed may have settled a split. */
+	(void) EventhubForgetSettledSplits();
 	do
 	{
 		CHECK_FOR_INTERRUPTS();

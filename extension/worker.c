@@ -197,6 +197,10 @@ BeginCycle(void)
 	BeginWork("eventhub: removing what dropped roles left");
 	(void) EventhubRemoveDroppedRoles();
 	EndWork();
+	/* After both: the replicas they removed may have settled a split. */
+	BeginWork("eventhub: forgetting settled configuration splits");
+	(void) EventhubForgetSettledSplits();
+	EndWork();
 	if (replicas > 0)
 		ereport(LOG,
 				(errmsg("eventhub removed " INT64_FORMAT " stale replicas", replicas)));
