@@ -52,7 +52,7 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
-.PHONY: test test-under-load demo bench deb prove_installcheck
+.PHONY: test test-under-load demo ha-demo bench deb prove_installcheck
 test:
 	@scripts/test.sh
 # make test while stress-ng --cpu 2 --io 1 loads the machine, RUNS times in
@@ -66,6 +66,10 @@ prove_installcheck:
 	@SUITES=tap EVENTHUB_INSTALLCHECK=1 PROVE_TESTS='$(PROVE_TESTS)' scripts/test.sh
 demo:
 	@scripts/demo.sh
+# eventhub under Patroni: a switchover while a publisher and a watcher run
+# through a multi-host conninfo (scripts/ha-cluster.sh makes the cluster).
+ha-demo:
+	@scripts/ha-demo.sh
 bench:
 	@scripts/deps.sh && $(MAKE) -s && $(MAKE) -s install >/dev/null && bench/run.sh
 # The Debian packages, built from a clean copy of this tree into build/deb/.

@@ -593,11 +593,14 @@ eh_sockets(const eh_client *c, int *fds, int *wants, int max)
 /*
  * One round of eh_wait() and of the blocking publish: processes, then
  * waits for the sockets or the next timeout, at most until deadline (-1:
- * none).  Returns what eh_process() returned, or EH_ERR_CONNECTION when
- * poll() fails; *interrupted tells whether a signal cut the wait short.
+ * none).  For the blocking publish (publishing), a publish that the
+ * processing finished ends the round before the wait: nothing more comes
+ * on the sockets for it, and the next timeout may be the next poll,
+ * seconds away.  Returns what eh_process() returned, or EH_ERR_CONNECTION
+ * when poll() fails; *interrupted tells whether a signal cut the wait short.
  */
 static int
-wait_once(eh_client *c, int64_t deadline, int *interrupted)
+wait_once(eh_client *c, int64_t deadline, int publishing, int *interrupted)
 {
 	int			n = eh_process(c);
 	int			wait;
@@ -607,7 +610,7 @@ wait_once(eh_client *c, int64_t deadline, int *interrupted)
 	int			nfds;
 
 	*interrupted = 0;
-	if (n != 0)
+	if (n != 0 || (publishing && c->publish.state == PUBLISH_DONE))
 		return n;
 	wait = eh_timeout_ms(c);
 	if (deadline >= 0)
@@ -652,7 +655,7 @@ eh_wait(eh_client *c, int timeout_ms)
 	for (;;)
 	{
 		int			interrupted;
-		int			n = wait_once(c, deadline, &interrupted);
+		int			n = wait_once(c, deadline, 0, &interrupted);
 
 		if (n != 0)
 			return n;
@@ -754,7 +757,7 @@ eh_publish(eh_client *c, const char *org, const char *event_type, const char *ac
 	while ((rc = eh_publish_result(c, revision)) == EH_PUBLISH_PENDING)
 	{
 		int			interrupted;
-		int			n = wait_once(c, -1, &interrupted);
+		int			n = wait_once(c, -1, 1, &interrupted);
 
 		if (n < 0 && n != EH_ERR_SERVER && n != EH_ERR_CONNECTION)
 		{

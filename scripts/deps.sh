@@ -11,7 +11,11 @@ packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev u
 	# the reference consumers in examples/ (Go with pgx, Python with psycopg), built and run by regress/t/013
 	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg
 	# prometheus/ and regress/t/023: Prometheus (with promtool) and the two exporters
-	prometheus prometheus-postgres-exporter prometheus-node-exporter)
+	prometheus prometheus-postgres-exporter prometheus-node-exporter
+	# make ha-demo (scripts/ha-cluster.sh): Patroni over one etcd, curl for Patroni's REST API.
+	# Patroni's etcd3 module (etcd 3.4's v3 JSON gateway) builds on python3-etcd: named, as
+	# patroni's package is content with any one DCS library (etcd, consul, kazoo, ...)
+	patroni python3-etcd etcd-server curl)
 [ $# -eq 0 ] || packages=("$@")
 
 missing=()
@@ -33,11 +37,14 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 
 # Debian starts the daemons it installs, on their default ports (9090, 9187,
-# 9100).  The tests start their own on free ports: stop and disable those
-# that this run installed.
+# 9100, etcd's 2379).  The tests start their own on free ports: stop and
+# disable those that this run installed.
 daemons=()
 for p in "${missing[@]}"; do
-	case $p in prometheus | prometheus-postgres-exporter | prometheus-node-exporter) daemons+=("$p") ;; esac
+	case $p in
+	prometheus | prometheus-postgres-exporter | prometheus-node-exporter) daemons+=("$p") ;;
+	etcd-server) daemons+=(etcd) ;;
+	esac
 done
 [ ${#daemons[@]} -eq 0 ] && exit 0
 if [ -d /run/systemd/system ]; then
