@@ -11,6 +11,12 @@
 #                                           new leader takes writes and both replicas stream
 #   ha-cluster.sh leader DIR                the leader's name and PostgreSQL port: node2 25412
 #   ha-cluster.sh conninfo DIR              a libpq conninfo naming the three nodes
+#   ha-cluster.sh crash DIR NODE            SIGKILL NODE's Patroni, then its postmaster
+#   ha-cluster.sh start DIR NODE            start NODE's Patroni again (it rejoins,
+#                                           with pg_rewind where its history forked)
+#   ha-cluster.sh config DIR JSON           change the cluster's dynamic configuration
+#                                           (Patroni's PATCH /config), e.g.
+#                                           '{"synchronous_mode": true}'
 #
 # Sourced, it defines the same as functions (ha_up DIR, ...).  The servers
 # run as postgres (PostgreSQL refuses root): run as root, it hands DIR over
@@ -22,6 +28,7 @@
 #   HA_DATABASE   (postgres)  eventhub.database, created with the extension
 #   HA_SYNC       (0)         1: Patroni's synchronous_mode (not strict)
 #   HA_FSYNC      (off)       fsync on the nodes
+#   HA_PARAMETERS ()          more server settings, "name=value,name=value"
 # and always HA_WAIT_LIMIT (120): the seconds a wait may take before it fails.
 
 # shellcheck source=scripts/cluster.sh
@@ -156,6 +163,7 @@ ha_write_config() {
 			        wal_level: replica
 			        hot_standby: 'on'
 			        wal_log_hints: 'on'
+			$(ha_parameters_yaml)
 			  initdb:
 			  - encoding: UTF8
 			  - locale: C.UTF-8
@@ -181,6 +189,15 @@ ha_write_config() {
 			  - local replication all trust
 			  - host replication all 127.0.0.1/32 trust
 		EOF
+	done
+}
+
+# ha_parameters_yaml: HA_PARAMETERS as lines of the YAML above.
+ha_parameters_yaml() {
+	local kv
+	local IFS=,
+	for kv in ${HA_PARAMETERS:-}; do
+		printf "        %s: '%s'\n" "${kv%%=*}" "${kv#*=}"
 	done
 }
 
@@ -249,6 +266,7 @@ ha_up() {
 			HA_DATABASE=${HA_DATABASE:-postgres}
 			HA_SYNC=${HA_SYNC:-0}
 			HA_FSYNC=${HA_FSYNC:-off}
+			HA_PARAMETERS='${HA_PARAMETERS:-}'
 		EOF
 	fi
 	ha_load "$dir" || return 1
@@ -388,12 +406,57 @@ ha_switchover() {
 		"$(awk -v a="$start" -v b="$writable" -v c="$EPOCHREALTIME" 'BEGIN { printf "%.1f s, both replicas streaming after %.1f s", b - a, c - a }')"
 }
 
+# ha_crash DIR NODE: NODE dies as in a crash: its Patroni SIGKILLed first
+# (so that it restarts nothing), then its postmaster; the leader lock it
+# may hold stays in etcd until its ttl runs out.
+ha_crash() {
+	ha_load "${1:?usage: ha-cluster.sh crash DIR NODE}" || return 1
+	local node=${2:?usage: ha-cluster.sh crash DIR NODE} pid
+	if pid=$(ha_running "$HA_DIR/$node/patroni.pid"); then
+		kill -KILL "$pid"
+		ha_wait "patroni $node to die" ha_gone "$pid" || return 1
+	fi
+	rm -f "$HA_DIR/$node/patroni.pid"
+	if pid=$(head -1 "$HA_DIR/$node/data/postmaster.pid" 2>/dev/null) && [ -n "$pid" ] &&
+		tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$HA_DIR/$node/data"; then
+		kill -KILL "$pid"
+		ha_wait "postgres of $node to die" ha_gone "$pid" || return 1
+	fi
+}
+
+# ha_start DIR NODE: NODE's Patroni, started again (after a crash or a stop).
+ha_start() {
+	ha_load "${1:?usage: ha-cluster.sh start DIR NODE}" || return 1
+	local node=${2:?usage: ha-cluster.sh start DIR NODE}
+	if ha_running "$HA_DIR/$node/patroni.pid" >/dev/null; then
+		echo "ha-cluster: $node runs already" >&2
+		return 1
+	fi
+	ha_spawn "$HA_DIR/$node/patroni.pid" "$HA_DIR/$node/patroni.log" \
+		"$(command -v patroni)" "$HA_DIR/$node/patroni.yml"
+}
+
+# ha_config DIR JSON: PATCH of the dynamic configuration, through the REST
+# API of a member that runs.
+ha_config() {
+	ha_load "${1:?usage: ha-cluster.sh config DIR JSON}" || return 1
+	local node
+	for node in "${HA_NODES[@]}"; do
+		ha_running "$HA_DIR/$node/patroni.pid" >/dev/null || continue
+		curl -sf --max-time 5 -X PATCH -H 'Content-Type: application/json' \
+			-d "${2:?usage: ha-cluster.sh config DIR JSON}" \
+			"http://127.0.0.1:$(ha_rest_port "$node")/config" >/dev/null && return 0
+	done
+	echo "ha-cluster: no member took the configuration change" >&2
+	return 1
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -uo pipefail
 	cmd=${1:-}
 	shift || true
 	case $cmd in
-	up | down | status | switchover | leader | conninfo) "ha_$cmd" "$@" ;;
+	up | down | status | switchover | leader | conninfo | crash | start | config) "ha_$cmd" "$@" ;;
 	*)
 		sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
 		exit 2

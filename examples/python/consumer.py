@@ -127,6 +127,23 @@ def retryable(error):
     return state.startswith(RETRYABLE_CLASSES) or state in RETRYABLE_STATES
 
 
+# What libpq says of a server refused for its role (target_session_attrs)
+# or for its state: none of it outlasts a failover.
+PASSING_REFUSALS = (
+    "session is read-only",
+    "session is not read-only",
+    "hot standby mode",
+    "is shutting down",
+    "is starting up",
+    "not yet accepting connections",
+    "in recovery mode",
+)
+
+
+def passing_refusal(message):
+    return any(m in message for m in PASSING_REFUSALS)
+
+
 class PermanentError(Exception):
     pass
 
@@ -184,7 +201,13 @@ class Consumer:
             if pq.PGconn.ping(self.conninfo.encode()) == pq.Ping.OK:
                 try:  # unless it just finished starting up: one more try
                     conn = psycopg.connect(self.conninfo, autocommit=True)
-                except psycopg.OperationalError:
+                except psycopg.OperationalError as again:
+                    # With several hosts and target_session_attrs, a ping
+                    # answered by one of them says nothing of the role libpq
+                    # wants: during a failover every host that answers may be
+                    # a standby (or shutting down), which passes.
+                    if passing_refusal(str(again)):
+                        raise
                     raise PermanentError(describe(error)) from error
             else:
                 raise

@@ -63,7 +63,7 @@ my $backstop = 3 * $PostgreSQL::Test::Utils::timeout_default;
 # Build the Go consumer offline, in GOPATH mode, against Debian's pgx
 # sources under /usr/share/gocode.
 {
-	local @ENV{qw(GO111MODULE GOPATH GOCACHE GOFLAGS)} = ('off', '/usr/share/gocode', "$dir/gocache", '');
+	local @ENV{qw(GO111MODULE GOPATH GOCACHE GOFLAGS)} = ('off', '/usr/share/gocode', "$work/gocache", '');
 	my ($out, $err) = ('', '');
 	ok( IPC::Run::run([ 'go', 'build', '-o', "$dir/consumer-go", '.' ], '>', \$out, '2>', \$err,
 			init => sub { chdir "$work/examples/go" or die $! }, IPC::Run::timeout(300)),
