@@ -347,13 +347,21 @@ is($lost, 0, "B: synchronous: every acknowledged event is there ($n acknowledged
 is(resyncs($_), 0, "B: $_->{name}: no resync") for @running, $sleeper;
 workers_on_leader_only('B', $crashed);
 
+# rejoin(STEP, NODE): NODE's Patroni started again; waits until the leader
+# has both replicas streaming; returns the seconds that took.
+sub rejoin
+{
+	my ($step, $node) = @_;
+	my $t = time;
+	ha('start', $ha_dir, $node);
+	ok(wait_until("$step: the old leader streams again",
+		sub { (sql_on(leader(), "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") // '') eq '2' }),
+		"$step: $node rejoined as a replica");
+	return time - $t;
+}
+
 # C. The crashed leader rejoins.
-$t0 = time;
-ha('start', $ha_dir, $crashed);
-ok(wait_until('C: the old leader streams again',
-	sub { (sql_on(leader(), "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") // '') eq '2' }),
-	"C: $crashed rejoined as a replica");
-$timing{C} = time - $t0;
+$timing{C} = rejoin('C', $crashed);
 workers_on_leader_only('C');
 
 # D. Asynchronous, with real lag: the replicas stop receiving WAL.
@@ -432,12 +440,7 @@ ok(wait_until('D: the sleeper', sub { applied($sleeper, 'lost-org') >= 2 && appl
 workers_on_leader_only('D', $old);
 
 # E. The old leader of D rejoins: its history forked, Patroni rewinds it.
-$t0 = time;
-ha('start', $ha_dir, $old);
-ok(wait_until('E: the old leader streams again',
-	sub { (sql_on(leader(), "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") // '') eq '2' }),
-	"E: $old rejoined as a replica");
-$timing{E} = time - $t0;
+$timing{E} = rejoin('E', $old);
 like(slurp_file("$ha_dir/$old/patroni.log"), qr/pg_rewind exit code=0|reinitializ/, "E: Patroni rewound $old with pg_rewind (or reinitialized it)");
 workers_on_leader_only('E');
 is( sql_on(leader(), "SELECT string_agg(replica_id, ',' ORDER BY replica_id) FROM eventhub.replicas"
