@@ -341,8 +341,8 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 
 /*
  * Removes the replicas without a heartbeat for twice eventhub.replica_ttl
- * (stale for a whole ttl), with their progress.  Returns how many replicas
- * it removed.  The caller has connected to SPI and set up a transaction.
+ * (stale for a whole ttl), with their progress.  Returns how many.  The
+ * caller has connected to SPI and set up a transaction.
  */
 int64
 EventhubRemoveStaleReplicas(void)
@@ -350,7 +350,6 @@ EventhubRemoveStaleReplicas(void)
 	static EventhubPlan plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
-	int64		removed;
 	int			ret;
 
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
@@ -361,8 +360,7 @@ EventhubRemoveStaleReplicas(void)
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
-	removed = (int64) SPI_processed;
-	return removed;
+	return (int64) SPI_processed;
 }
 
 /*
