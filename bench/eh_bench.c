@@ -12,6 +12,17 @@
  *       processed_timestamp.  LATENCY_FILE gets every latency in ms, one a
  *       line.
  *
+ *   eh_bench stamp -e LINES [-r READY_FILE] [-D DONE_FILE] [-L LATENCY_FILE] [-t DRAIN_S] FIFO...
+ *       Reads the output of `eventhub watch` processes, one FIFO each, and
+ *       stamps every line as it arrives (CLOCK_REALTIME): latency = arrival
+ *       - the line's processed_timestamp.  Each stream's first line is the
+ *       warm-up event (not counted): once every stream has printed it,
+ *       READY_FILE is created.  Ends when every stream has LINES more lines
+ *       (or DRAIN_S seconds without a line): prints the percentiles and
+ *       creates DONE_FILE (-D), then reads on until every writer has closed
+ *       its FIFO (a watcher whose output is gone stops at once, which
+ *       the caller's CPU reading must come before).
+ *
  *   eh_bench catchup -o ORG -e EXPECT
  *       One client following ORG from revision 0 until its cursor is EXPECT:
  *       events per second and peak RSS (getrusage ru_maxrss).
@@ -55,6 +66,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -479,6 +491,158 @@ run_listen(int n, const char *ready_file)
 	free(conns);
 	free(pfd);
 	return 0;
+}
+
+/* -------------------------------------------------------------- stamp */
+
+typedef struct stamp_stream
+{
+	int			fd;
+	char		buf[65536];
+	size_t		len;
+	long long	lines;
+} stamp_stream;
+
+/* The latencies to LAT_FILE and the percentiles to stdout; then DONE_FILE. */
+static void
+stamp_report(double *lat, size_t n, int nfifos, int complete, const char *lat_file,
+			 const char *done_file)
+{
+	if (lat_file)
+	{
+		FILE	   *lf = fopen(lat_file, "w");
+
+		if (!lf)
+			die("cannot create %s", lat_file);
+		for (size_t i = 0; i < n; i++)
+			fprintf(lf, "%.3f\n", lat[i]);
+		fclose(lf);
+	}
+	print_pcts(lat, n);
+	printf(" streams=%d complete=%d\n", nfifos, complete);
+	fflush(stdout);
+	touch(done_file);
+}
+
+/*
+ * One line of a stream, stamped at T: the first (the warm-up) counts toward
+ * READY, the others' latencies go into LAT.
+ */
+static void
+stamp_line(stamp_stream *s, const char *line, double t, double **lat, size_t *n, size_t *cap)
+{
+	const char *key = "\"processed_timestamp\": \"";
+	const char *p = strstr(line, key);
+	double		pts;
+
+	if (!p)
+		return;					/* a resync line or the like: not an event */
+	if (s->lines++ == 0)
+		return;
+	pts = parse_ts(p + strlen(key));
+	if (pts < 0)
+		die("unreadable line: %s", line);
+	if (*n == *cap)
+	{
+		*cap = *cap ? *cap * 2 : 4096;
+		*lat = xrealloc(*lat, *cap * sizeof(double));
+	}
+	(*lat)[(*n)++] = (t - pts) * 1000.0;
+}
+
+static int
+run_stamp(int nfifos, char **fifos, long long expect, const char *ready_file, const char *done_file,
+		  const char *lat_file)
+{
+	stamp_stream *st = calloc(nfifos, sizeof(stamp_stream));
+	struct pollfd *pfd = calloc(nfifos, sizeof(struct pollfd));
+	double	   *lat = NULL;
+	size_t		n = 0,
+				cap = 0;
+	int			ready = 0,
+				complete = 0,
+				open_streams = nfifos,
+				reported = 0;
+
+	if (!st || !pfd)
+		die("%s", "out of memory");
+	/* Blocking opens: each writer (a watch process) is already waiting in its own. */
+	for (int i = 0; i < nfifos; i++)
+	{
+		st[i].fd = open(fifos[i], O_RDONLY);
+		if (st[i].fd < 0)
+			die("cannot open %s", fifos[i]);
+	}
+	while (open_streams > 0)
+	{
+		int			r;
+
+		for (int i = 0; i < nfifos; i++)
+		{
+			pfd[i].fd = st[i].fd;
+			pfd[i].events = POLLIN;
+		}
+		r = poll(pfd, nfifos, reported ? -1 : (int) (sub_drain_s * 1000));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die("%s", "poll failed");
+		if (r == 0)
+		{
+			fprintf(stderr, "eh_bench: no line for %.0f s; %d of %d streams complete\n",
+					sub_drain_s, complete, nfifos);
+			break;
+		}
+		for (int i = 0; i < nfifos; i++)
+		{
+			stamp_stream *s = &st[i];
+			ssize_t		got;
+			double		t;
+			char	   *start,
+					   *nl;
+
+			if (!pfd[i].revents || s->fd < 0)
+				continue;
+			got = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
+			t = now_s(CLOCK_REALTIME);
+			if (got <= 0)
+			{
+				close(s->fd);
+				s->fd = -1;
+				open_streams--;
+				continue;
+			}
+			s->len += got;
+			start = s->buf;
+			while ((nl = memchr(start, '\n', s->buf + s->len - start)) != NULL)
+			{
+				long long	before = s->lines;
+
+				*nl = '\0';
+				stamp_line(s, start, t, &lat, &n, &cap);
+				if (before == 0 && s->lines == 1 && ++ready == nfifos)
+					touch(ready_file);
+				if (before == expect && s->lines == expect + 1)
+					complete++;
+				start = nl + 1;
+			}
+			s->len -= start - s->buf;
+			memmove(s->buf, start, s->len);
+			if (s->len == sizeof(s->buf))
+				die("%s", "a line longer than 64 kB");
+		}
+		if (complete == nfifos && !reported)
+		{
+			stamp_report(lat, n, nfifos, complete, lat_file, done_file);
+			reported = 1;
+		}
+	}
+	if (!reported)
+		stamp_report(lat, n, nfifos, complete, lat_file, NULL);
+	free(lat);
+	free(st);
+	free(pfd);
+	return complete == nfifos ? 0 : 1;
 }
 
 /* --------------------------------------------------------------- pctl */
@@ -946,6 +1110,7 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY] [-L LATFILE] [-t DRAIN_S]\n"
+			"       eh_bench stamp -e LINES [-r READY] [-D DONE] [-L LATFILE] [-t DRAIN_S] FIFO...\n"
 			"       eh_bench catchup -o ORG -e EXPECT\n"
 			"       eh_bench listen -n CONNS [-r READY]\n"
 			"       eh_bench pctl [-f FROM_EPOCH] [-u UNTIL_EPOCH] PGBENCH_LOG...\n"
@@ -961,6 +1126,7 @@ main(int argc, char **argv)
 	const char *mode;
 	const char *org = NULL,
 			   *ready = NULL,
+			   *done = NULL,
 			   *latfile = NULL;
 	int			n = 1,
 				fetch = 0,
@@ -975,7 +1141,7 @@ main(int argc, char **argv)
 		usage();
 	mode = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "o:n:l:p:r:L:t:e:f:u:c:P:s")) != -1)
+	while ((opt = getopt(argc, argv, "o:n:l:p:r:D:L:t:e:f:u:c:P:s")) != -1)
 	{
 		switch (opt)
 		{
@@ -993,6 +1159,9 @@ main(int argc, char **argv)
 				break;
 			case 'r':
 				ready = optarg;
+				break;
+			case 'D':
+				done = optarg;
 				break;
 			case 'L':
 				latfile = optarg;
@@ -1029,6 +1198,8 @@ main(int argc, char **argv)
 		sub_org = org;
 		return run_sub(n, ready, latfile);
 	}
+	if (strcmp(mode, "stamp") == 0 && expect > 0 && optind < argc)
+		return run_stamp(argc - optind, argv + optind, expect, ready, done, latfile);
 	if (strcmp(mode, "catchup") == 0 && org && expect > 0)
 		return run_catchup(org, expect);
 	if (strcmp(mode, "listen") == 0)

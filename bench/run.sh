@@ -8,8 +8,15 @@
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the numbers of the measurements to run (1-10, separated by
+#   BENCH_ONLY   the numbers of the measurements to run (1-11, separated by
 #                spaces or commas); default all
+#   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
+#                "1 4 8 16 64")
+#   BENCH_PERF   set: item 11 records a perf profile of the watchers and
+#                of their backends at each point, and writes the report
+#                (perf_fan_N_server.txt, perf_fan_N_client.txt) beside the
+#                JSON.  Kernel symbols need kernel.perf_event_paranoid <= 1
+#                and kernel.kptr_restrict = 0.
 #   BENCH_JSON   where to write the figures as JSON; default
 #                bench/results.json under the directory it was called from.
 #                With gnuplot installed, the latency plot goes next to it
@@ -36,7 +43,7 @@ if [ "${1:-}" != "--inner" ]; then
 	esac
 	only=${BENCH_ONLY:-}
 	case $only in *[!0-9,\ ]*)
-		echo "bench: BENCH_ONLY must list measurement numbers (1-10), not '$only'" >&2
+		echo "bench: BENCH_ONLY must list measurement numbers (1-11), not '$only'" >&2
 		exit 2
 		;;
 	esac
@@ -57,6 +64,8 @@ if [ "${1:-}" != "--inner" ]; then
 		read -r -a libs <<<"$(pkg-config --cflags --libs eventhub) -lpq"
 	fi
 	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo/bench/eh_bench.c" "${libs[@]}"
+	# The CLI that item 11 runs: this tree's if built, else the installed one.
+	if [ -x "$repo/client/eventhub" ]; then cp "$repo/client/eventhub" "$work/"; else cp "$(command -v eventhub)" "$work/"; fi
 	source "$repo/scripts/cluster.sh"
 	hand_over "$work"
 	# In the background, so that a SIGTERM or SIGINT here reaches the inner run
@@ -68,6 +77,7 @@ if [ "${1:-}" != "--inner" ]; then
 	trap - INT TERM
 	cp "$work/out/results.json" "$json"
 	[ -f "$work/out/latency.png" ] && cp "$work/out/latency.png" "${json%.json}.png"
+	for f in "$work"/out/perf_fan_*.txt; do [ -f "$f" ] && cp "$f" "$(dirname "$json")/"; done
 	echo "bench: JSON in $json$([ -f "$work/out/latency.png" ] && echo ", plot in ${json%.json}.png"); $scale run took $((SECONDS - started)) s" >&2
 	exit 0
 fi
@@ -106,6 +116,8 @@ full)
 	METRICS_FOLLOW="1000 10000"                # organizations each replica follows
 	METRICS_CALLS=10
 	METRICS_BLOCK=5 METRICS_BLOCKS=16   # publish with and without scrapes: blocks of seconds
+	FAN_PROCS=${BENCH_FAN_PROCS:-"1 4 8 16 64"}   # eventhub watch processes following one organization
+	FAN_RATE=200 FAN_EVENTS=1000
 	;;
 smoke)
 	T_TPS=1
@@ -128,6 +140,8 @@ smoke)
 	METRICS_FOLLOW="200 2000"
 	METRICS_CALLS=3
 	METRICS_BLOCK=2 METRICS_BLOCKS=4
+	FAN_PROCS="1 4"
+	FAN_RATE=100 FAN_EVENTS=100
 	;;
 esac
 CHUNK_T=2
@@ -298,7 +312,7 @@ row "0. notification mode (eventhub.notification_mode())" "$mode"
 
 # ------------------------------------------- 1. publish vs bare INSERT and PgQ
 if want 1; then
-	say "1/10 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	say "1/11 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 	json1=()
 	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 		read -r c v fsync <<<"$point"
@@ -356,7 +370,7 @@ sub_run() {
 
 # ---------------------------------------- 2. publish-to-callback latency
 if want 2; then
-	say "2/10 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+	say "2/11 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
 	json2=()
 	for n in $LAT_SUBS; do
 		sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
@@ -381,7 +395,7 @@ fi
 
 # ------------------------------------------------- 3. cost of NOTIFY
 if want 3; then
-	say "3/10 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
+	say "3/11 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
 	without=() with=() consumed=0
 	for ((r = 0; r < ROUNDS; r++)); do
 		tps_point "$out/notify_0_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
@@ -425,7 +439,7 @@ EOF
 # --------------------------------------------------- 4. catch-up and reads
 if want 4; then
 	small=$((CATCHUP / 10))
-	say "4/10 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+	say "4/11 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
 	load_backlog catchup-big "$CATCHUP" '0 s'
 	load_backlog catchup-small "$small" '0 s'
 	q -c "VACUUM ANALYZE eventhub.events" >/dev/null
@@ -458,7 +472,7 @@ fi
 # NEW_ORGS organizations; then, after ANALYZE, a fresh session creates as
 # many more.  A plan kept from the small table must not slow the first.
 if want 5; then
-	say "5/10 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+	say "5/11 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
 	tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
 	q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
 	tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
@@ -484,7 +498,7 @@ chunks() {
 # against p99 just before it.
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid
-	say "6/10 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/11 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -539,7 +553,7 @@ fi
 
 # ----------------------------------------------------- 7. poll fallback
 if want 7; then
-	say "7/10 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+	say "7/11 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
 	json6=()
 	for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
 		read -r poll rate t <<<"$spec"
@@ -567,7 +581,7 @@ entity_index_off() {
 	q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS eventhub.events_entity_idx" -c CHECKPOINT >/dev/null || fail "dropping events_entity_idx failed"
 }
 if want 8; then
-	say "8/10 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
+	say "8/11 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
 	printf '%s\n' "\\set e random(1, 100000)" \
 		"SELECT eventhub.publish_event('bench-' || :client_id, 'API', 'UPDATE', 'api-' || :e, NULL, '$data');" \
 		>"$work/publish_many.sql"
@@ -630,7 +644,7 @@ snap_build() {
 	done | PGDATABASE=snapshots q >/dev/null
 }
 if want 9; then
-	say "9/10 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+	say "9/11 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
 	# Retention of 1 s with compaction on, in force before the build, so that
 	# the worker's pass at this reload (over the postgres database) overlaps
 	# the build and not the measurements.  Two events of one entity there
@@ -835,7 +849,7 @@ scrape_ratio() {
 	}' "$1"
 }
 if want 10; then
-	say "10/10 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
+	say "10/11 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
 	q -c "CREATE DATABASE metrics" >/dev/null || fail "creating database metrics failed"
 	PGDATABASE=metrics q >/dev/null <<EOF || fail "setting up the metrics data set failed"
 CREATE EXTENSION eventhub;
@@ -877,6 +891,100 @@ EOF
 	done
 	jadd metrics "{\"calls\": [$(IFS=,; echo "${json10[*]}")], \"publish_with_scrapes\": $scrape_json}"
 	q -c "DROP DATABASE metrics" >/dev/null || fail "dropping database metrics failed"
+fi
+
+# ------------------------------------------ 11. fan-out to watch processes
+# N `eventhub watch --org fan-org` processes, as users run them, each
+# printing into a FIFO that one `eh_bench stamp` reads (it stamps each line
+# as it arrives: publish-to-printed-line latency = arrival - the line's
+# processed_timestamp).  A warm-up event, printed by every watcher, makes
+# sure all follow the organization and listen; then one publisher publishes
+# FAN_EVENTS events at FAN_RATE a second.  CPU per delivered event: the
+# CPU time (/proc/PID/schedstat) of the watcher processes and of
+# their backends from just before publishing until the last line is
+# printed, over N * FAN_EVENTS.
+# cpu_ns PID...: their summed CPU time in nanoseconds (/proc/PID/schedstat:
+# the scheduler's own count, exact, where /proc/PID/stat counts in ticks).
+cpu_ns() {
+	local p t=0 f
+	for p in "$@"; do
+		read -r f _ <"/proc/$p/schedstat" || fail "process $p is gone"
+		t=$((t + f))
+	done
+	echo "$t"
+}
+fan_run() {
+	local n=$1 i head fifos=() wpids=() bpids spid t0c t0s t1c t1s f perfs
+	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
+	mkdir "$work/fan"
+	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization_id = 'fan-org'")
+	for ((i = 0; i < n; i++)); do
+		mkfifo "$work/fan/w$i"
+		fifos+=("$work/fan/w$i")
+		PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_$i.err" &
+		wpids+=("$!")
+		bgpids+=("$!")
+	done
+	"$bin" stamp -e "$FAN_EVENTS" -r "$work/fan_ready" -D "$work/fan_done" -L "$out/lat_fan_$n.txt" -t 60 "${fifos[@]}" \
+		>"$out/fan_$n.out" 2>"$out/fan_$n.stamp.err" &
+	spid=$!
+	bgpids+=("$spid")
+	q -c "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'warm-up', NULL, '{}')" >/dev/null
+	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_$n.stamp.err" "$out"/fan_"${n}"_*.err | head -5)"
+	wait_until "the watchers of fan-out $n to be idle" sessions_idle
+	mapfile -t bpids < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
+	[ "${#bpids[@]}" = "$n" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $n"
+	t0c=$(cpu_ns "${wpids[@]}")
+	t0s=$(cpu_ns "${bpids[@]}")
+	perfs=()
+	if [ -n "${BENCH_PERF:-}" ]; then
+		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$(IFS=,; echo "${bpids[*]}")" -o "$out/perf_fan_${n}_server.data" 2>/dev/null &
+		perfs+=("$!")
+		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$(IFS=,; echo "${wpids[*]}")" -o "$out/perf_fan_${n}_client.data" 2>/dev/null &
+		perfs+=("$!")
+		sleep 0.5
+	fi
+	pgb -c 1 -R "$FAN_RATE" -t "$FAN_EVENTS" -f "$work/publish_fan-org.sql" >"$out/pub_fan_$n.log" 2>&1 ||
+		fail "pgbench failed: $(tail -5 "$out/pub_fan_$n.log")"
+	# The watchers stop once their output is gone: their CPU first.
+	wait_file "$work/fan_done" "$spid" || fail "fan-out $n: not every watcher printed every event: $(cat "$out/fan_$n.out" "$out/fan_$n.stamp.err")"
+	t1c=$(cpu_ns "${wpids[@]}")
+	t1s=$(cpu_ns "${bpids[@]}")
+	if [ "${#perfs[@]}" -gt 0 ]; then
+		kill -INT "${perfs[@]}"
+		wait "${perfs[@]}" || true
+		for i in server client; do
+			perf report -i "$out/perf_fan_${n}_$i.data" --stdio --no-children --sort sym 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -60 >"$out/perf_fan_${n}_$i.txt" || true
+		done
+	fi
+	kill "${wpids[@]}" 2>/dev/null || true
+	for i in "${wpids[@]}"; do wait "$i" 2>/dev/null || true; done
+	wait "$spid" || fail "fan-out $n: eh_bench stamp failed: $(cat "$out/fan_$n.stamp.err")"
+	f=$out/fan_$n.out
+	FAN_CPU_C=$(calc "($t1c - $t0c) / 1000 / ($n * $FAN_EVENTS)")
+	FAN_CPU_S=$(calc "($t1s - $t0s) / 1000 / ($n * $FAN_EVENTS)")
+	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_$n.log")")
+}
+if want 11; then
+	say "11/11 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events"
+	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
+	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
+	json11=()
+	for n in $FAN_PROCS; do
+		fan_run "$n"
+		f=$out/fan_$n.out
+		p99=$(kv "$f" p99)
+		case $n in 1) tgt=2 ;; 4 | 8) tgt=5 ;; 16) tgt=10 ;; *) tgt= ;; esac
+		ver=
+		[ -n "$tgt" ] && ver=$(awk "BEGIN { print ($p99 <= $tgt) ? \"PASS\" : \"MISS\" }") && tgt="p99 <= $tgt ms"
+		row "11. publish-to-printed-line ms p50/p95/p99/max, $n watch $([ "$n" = 1 ] && echo process || echo processes) (${FAN_RATE_GOT}/s)" \
+			"$(kv "$f" p50)/$(kv "$f" p95)/$p99/$(kv "$f" max)" "$tgt" "$ver"
+		row "11. CPU us per delivered event, $n watch $([ "$n" = 1 ] && echo process || echo processes): backend + watcher" \
+			"$(calc "$FAN_CPU_S + $FAN_CPU_C") ($FAN_CPU_S + $FAN_CPU_C)"
+		json11+=("{\"watchers\": $n, \"rate_per_s\": $FAN_RATE, \"achieved_rate_per_s\": $FAN_RATE_GOT, \"events\": $FAN_EVENTS, \"lines\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $p99, \"max_ms\": $(kv "$f" max), \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C}")
+	done
+	jadd fan_out "[$(IFS=,; echo "${json11[*]}")]"
 fi
 
 cluster_stop "$work/cluster"

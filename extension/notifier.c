@@ -44,9 +44,16 @@
  * announces many commits, so that listeners are woken at most about 100
  * times a second however fast publishers commit (every notification
  * transaction signals every listening backend).
+ *
+ * The rate is counted over windows of at least NOTIFIER_RATE_WINDOW_MS, the
+ * last complete window's counting.  Not from one wake-up to the next: at a
+ * few hundred commits a second, one in five comes within a millisecond of
+ * the one before (they arrive at random), and a rate read off that one gap
+ * made the next commits wait milliseconds for company that was not coming.
  */
 #define NOTIFIER_GATHER_PER_RATE 4.0
 #define NOTIFIER_MAX_GATHER_MS 50
+#define NOTIFIER_RATE_WINDOW_MS 100
 
 /* A coalesced announcement: an organization's token and last version. */
 typedef struct PendingNotify
@@ -161,8 +168,9 @@ eventhub_notifier_main(Datum main_arg)
 {
 	uint64		dropped_seen;
 	bool		poll_now;
-	double		rate = 0;		/* announcements per ms lately */
-	TimestampTz last_send;
+	double		rate = 0;		/* announcements per ms in the last window */
+	TimestampTz window_start;
+	uint64		window_taken = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -185,7 +193,7 @@ eventhub_notifier_main(Datum main_arg)
 	ereport(LOG,
 			(errmsg("eventhub notifier started for database \"%s\"", eventhub_database)));
 
-	last_send = GetCurrentTimestamp();
+	window_start = GetCurrentTimestamp();
 	for (;;)
 	{
 		int			taken;
@@ -199,9 +207,14 @@ eventhub_notifier_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		taken = SendQueued(&dropped_seen, &poll_now);
+		window_taken += taken;
 		now = GetCurrentTimestamp();
-		rate = (rate + taken / Max((now - last_send) / 1000.0, 1.0)) / 2;
-		last_send = now;
+		if (now - window_start >= NOTIFIER_RATE_WINDOW_MS * 1000L)
+		{
+			rate = window_taken / ((now - window_start) / 1000.0);
+			window_start = now;
+			window_taken = 0;
+		}
 		if (taken == NOTIFIER_BATCH)
 			continue;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
