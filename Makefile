@@ -28,7 +28,7 @@ OBJS = \
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 
-SHLIB_LINK += -luuid
+SHLIB_LINK += -luuid -lcrypto
 # -Wno-unused-parameter: PostgreSQL's own headers trip -Wextra's check.
 PG_CFLAGS += -Wall -Wextra -Werror -Wmissing-prototypes -Wno-unused-parameter
 # The version of the SQL objects the library serves: the control file's.
@@ -107,7 +107,7 @@ client-clean:
 # The demo's replica program, on the static client library.
 demo/replica: demo/replica.c client
 	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Iclient $< client/libeventhub.a \
-		-L$(shell $(PG_CONFIG) --libdir) -lpq -o $@
+		-L$(shell $(PG_CONFIG) --libdir) -lpq -lcrypto -o $@
 else
 all install installcheck:
 	@echo "PostgreSQL server headers not found (PG_CONFIG=$(PG_CONFIG))." >&2

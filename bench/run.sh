@@ -12,10 +12,14 @@
 #                spaces or commas); default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
 #                "1 4 8 16 64")
+#   BENCH_KEEP   a directory to copy every raw output of the run into
+#                (pgbench logs, latencies, eh_bench outputs)
 #   BENCH_PERF   set: item 11 records a perf profile of the watchers and
 #                of their backends at each point, and writes the report
 #                (perf_fan_N_server.txt, perf_fan_N_client.txt) beside the
-#                JSON.  Kernel symbols need kernel.perf_event_paranoid <= 1
+#                JSON; "all": of the whole machine instead
+#                (perf_fan_N_all.txt by process and symbol,
+#                perf_fan_N_comm.txt by process).  Kernel symbols need kernel.perf_event_paranoid <= 1
 #                and kernel.kptr_restrict = 0.
 #   BENCH_JSON   where to write the figures as JSON; default
 #                bench/results.json under the directory it was called from.
@@ -59,7 +63,7 @@ if [ "${1:-}" != "--inner" ]; then
 	pg_config=${PG_CONFIG:-$(command -v /usr/lib/postgresql/15/bin/pg_config || command -v pg_config)}
 	cflags=(-O2 -Wall -Wextra -Werror -pthread)
 	if [ -f "$repo/client/libeventhub.a" ]; then
-		libs=(-I"$repo/client" -I"$("$pg_config" --includedir)" "$repo/client/libeventhub.a" -lpq)
+		libs=(-I"$repo/client" -I"$("$pg_config" --includedir)" "$repo/client/libeventhub.a" -lpq -lcrypto)
 	else
 		read -r -a libs <<<"$(pkg-config --cflags --libs eventhub) -lpq"
 	fi
@@ -78,6 +82,7 @@ if [ "${1:-}" != "--inner" ]; then
 	cp "$work/out/results.json" "$json"
 	[ -f "$work/out/latency.png" ] && cp "$work/out/latency.png" "${json%.json}.png"
 	for f in "$work"/out/perf_fan_*.txt; do [ -f "$f" ] && cp "$f" "$(dirname "$json")/"; done
+	[ -n "${BENCH_KEEP:-}" ] && rm -rf "$BENCH_KEEP" && cp -r "$work/out" "$BENCH_KEEP"
 	echo "bench: JSON in $json$([ -f "$work/out/latency.png" ] && echo ", plot in ${json%.json}.png"); $scale run took $((SECONDS - started)) s" >&2
 	exit 0
 fi
@@ -914,76 +919,98 @@ cpu_ns() {
 	echo "$t"
 }
 fan_run() {
-	local n=$1 i head fifos=() wpids=() bpids spid t0c t0s t1c t1s f perfs
+	local n=$1 tag=$2 i head fifos=() wpids=() bpids spid t0c t0s t1c t1s f perfs
 	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
 	mkdir "$work/fan"
 	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization_id = 'fan-org'")
 	for ((i = 0; i < n; i++)); do
 		mkfifo "$work/fan/w$i"
 		fifos+=("$work/fan/w$i")
-		PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_$i.err" &
+		PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		wpids+=("$!")
 		bgpids+=("$!")
 	done
-	"$bin" stamp -e "$FAN_EVENTS" -r "$work/fan_ready" -D "$work/fan_done" -L "$out/lat_fan_$n.txt" -t 60 "${fifos[@]}" \
-		>"$out/fan_$n.out" 2>"$out/fan_$n.stamp.err" &
+	"$bin" stamp -e "$FAN_EVENTS" -r "$work/fan_ready" -D "$work/fan_done" -L "$out/lat_fan_${n}_$tag.txt" -t 60 "${fifos[@]}" \
+		>"$out/fan_${n}_$tag.out" 2>"$out/fan_${n}_$tag.stamp.err" &
 	spid=$!
 	bgpids+=("$spid")
 	q -c "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'warm-up', NULL, '{}')" >/dev/null
-	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_$n.stamp.err" "$out"/fan_"${n}"_*.err | head -5)"
+	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_${n}_$tag.stamp.err" "$out"/fan_"${n}_$tag"_*.err | head -5)"
 	wait_until "the watchers of fan-out $n to be idle" sessions_idle
 	mapfile -t bpids < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
 	[ "${#bpids[@]}" = "$n" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $n"
 	t0c=$(cpu_ns "${wpids[@]}")
 	t0s=$(cpu_ns "${bpids[@]}")
 	perfs=()
-	if [ -n "${BENCH_PERF:-}" ]; then
-		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$(IFS=,; echo "${bpids[*]}")" -o "$out/perf_fan_${n}_server.data" 2>/dev/null &
+	if [ "${BENCH_PERF:-}" = all ]; then
+		perf record -q -a -F 999 -o "$out/perf_fan_${n}_${tag}_all.data" 2>/dev/null &
 		perfs+=("$!")
-		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$(IFS=,; echo "${wpids[*]}")" -o "$out/perf_fan_${n}_client.data" 2>/dev/null &
+		sleep 0.5
+	elif [ -n "${BENCH_PERF:-}" ]; then
+		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$(IFS=,; echo "${bpids[*]}")" -o "$out/perf_fan_${n}_${tag}_server.data" 2>/dev/null &
+		perfs+=("$!")
+		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$(IFS=,; echo "${wpids[*]}")" -o "$out/perf_fan_${n}_${tag}_client.data" 2>/dev/null &
 		perfs+=("$!")
 		sleep 0.5
 	fi
-	pgb -c 1 -R "$FAN_RATE" -t "$FAN_EVENTS" -f "$work/publish_fan-org.sql" >"$out/pub_fan_$n.log" 2>&1 ||
-		fail "pgbench failed: $(tail -5 "$out/pub_fan_$n.log")"
+	pgb -c 1 -R "$FAN_RATE" -t "$FAN_EVENTS" -f "$work/publish_fan-org.sql" >"$out/pub_fan_${n}_$tag.log" 2>&1 ||
+		fail "pgbench failed: $(tail -5 "$out/pub_fan_${n}_$tag.log")"
 	# The watchers stop once their output is gone: their CPU first.
-	wait_file "$work/fan_done" "$spid" || fail "fan-out $n: not every watcher printed every event: $(cat "$out/fan_$n.out" "$out/fan_$n.stamp.err")"
+	wait_file "$work/fan_done" "$spid" || fail "fan-out $n: not every watcher printed every event: $(cat "$out/fan_${n}_$tag.out" "$out/fan_${n}_$tag.stamp.err")"
 	t1c=$(cpu_ns "${wpids[@]}")
 	t1s=$(cpu_ns "${bpids[@]}")
 	if [ "${#perfs[@]}" -gt 0 ]; then
 		kill -INT "${perfs[@]}"
 		wait "${perfs[@]}" || true
-		for i in server client; do
-			perf report -i "$out/perf_fan_${n}_$i.data" --stdio --no-children --sort sym 2>/dev/null |
-				grep -v '^#' | grep -v '^$' | head -60 >"$out/perf_fan_${n}_$i.txt" || true
+		for i in server client all; do
+			[ -f "$out/perf_fan_${n}_${tag}_$i.data" ] || continue
+			perf report -i "$out/perf_fan_${n}_${tag}_$i.data" --stdio --no-children \
+				--sort "$([ $i = all ] && echo comm,sym || echo sym)" 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -80 >"$out/perf_fan_${n}_${tag}_$i.txt" || true
+			[ $i = all ] && perf report -i "$out/perf_fan_${n}_${tag}_$i.data" --stdio --no-children --sort comm 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -20 >"$out/perf_fan_${n}_${tag}_comm.txt"
 		done
 	fi
 	kill "${wpids[@]}" 2>/dev/null || true
 	for i in "${wpids[@]}"; do wait "$i" 2>/dev/null || true; done
-	wait "$spid" || fail "fan-out $n: eh_bench stamp failed: $(cat "$out/fan_$n.stamp.err")"
-	f=$out/fan_$n.out
+	wait "$spid" || fail "fan-out $n: eh_bench stamp failed: $(cat "$out/fan_${n}_$tag.stamp.err")"
+	f=$out/fan_${n}_$tag.out
 	FAN_CPU_C=$(calc "($t1c - $t0c) / 1000 / ($n * $FAN_EVENTS)")
 	FAN_CPU_S=$(calc "($t1s - $t0s) / 1000 / ($n * $FAN_EVENTS)")
-	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_$n.log")")
+	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
 }
 if want 11; then
-	say "11/11 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events"
+	say "11/11 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
 	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
 	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
 	json11=()
+	k=0
 	for n in $FAN_PROCS; do
-		fan_run "$n"
-		f=$out/fan_$n.out
-		p99=$(kv "$f" p99)
-		case $n in 1) tgt=2 ;; 4 | 8) tgt=5 ;; 16) tgt=10 ;; *) tgt= ;; esac
-		ver=
-		[ -n "$tgt" ] && ver=$(awk "BEGIN { print ($p99 <= $tgt) ? \"PASS\" : \"MISS\" }") && tgt="p99 <= $tgt ms"
-		row "11. publish-to-printed-line ms p50/p95/p99/max, $n watch $([ "$n" = 1 ] && echo process || echo processes) (${FAN_RATE_GOT}/s)" \
-			"$(kv "$f" p50)/$(kv "$f" p95)/$p99/$(kv "$f" max)" "$tgt" "$ver"
-		row "11. CPU us per delivered event, $n watch $([ "$n" = 1 ] && echo process || echo processes): backend + watcher" \
-			"$(calc "$FAN_CPU_S + $FAN_CPU_C") ($FAN_CPU_S + $FAN_CPU_C)"
-		json11+=("{\"watchers\": $n, \"rate_per_s\": $FAN_RATE, \"achieved_rate_per_s\": $FAN_RATE_GOT, \"events\": $FAN_EVENTS, \"lines\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $p99, \"max_ms\": $(kv "$f" max), \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C}")
+		procs="$n watch $([ "$n" = 1 ] && echo process || echo processes)"
+		declare -A FCPU=()
+		# Alternating which goes first: eventhub.notification_events on
+		# (notifications carry the events: the default) and off (every
+		# watcher fetches every event, as before 0.5.0).
+		for mode in $( ((k++ % 2 == 0)) && echo "on off" || echo "off on"); do
+			reload_conf "ALTER SYSTEM SET eventhub.notification_events = $mode"
+			fan_run "$n" "$mode"
+			f=$out/fan_${n}_$mode.out
+			p99=$(kv "$f" p99)
+			tgt= ver=
+			if [ "$mode" = on ]; then
+				case $n in 1) tgt=2 ;; 4 | 8) tgt=5 ;; 16) tgt=10 ;; esac
+				[ -n "$tgt" ] && ver=$(awk "BEGIN { print ($p99 <= $tgt) ? \"PASS\" : \"MISS\" }") && tgt="p99 <= $tgt ms"
+			fi
+			row "11. publish-to-printed-line ms p50/p95/p99/max, $procs, events $([ $mode = on ] && echo "in the notification" || echo fetched) (${FAN_RATE_GOT}/s)" \
+				"$(kv "$f" p50)/$(kv "$f" p95)/$p99/$(kv "$f" max)" "$tgt" "$ver"
+			FCPU[$mode]=$(calc "$FAN_CPU_S + $FAN_CPU_C")
+			FCPU[${mode}_s]=$FAN_CPU_S FCPU[${mode}_c]=$FAN_CPU_C
+			json11+=("{\"watchers\": $n, \"notification_events\": \"$mode\", \"rate_per_s\": $FAN_RATE, \"achieved_rate_per_s\": $FAN_RATE_GOT, \"events\": $FAN_EVENTS, \"lines\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $p99, \"max_ms\": $(kv "$f" max), \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C}")
+		done
+		row "11. CPU us per delivered event (backend + watcher), $procs: events in the notification / fetched" \
+			"${FCPU[on]} (${FCPU[on_s]} + ${FCPU[on_c]}) / ${FCPU[off]} (${FCPU[off_s]} + ${FCPU[off_c]}) = $(calc "${FCPU[on]} / ${FCPU[off]}")"
 	done
+	reload_conf "ALTER SYSTEM RESET eventhub.notification_events"
 	jadd fan_out "[$(IFS=,; echo "${json11[*]}")]"
 fi
 

@@ -50,12 +50,7 @@
 	" e.transaction_first_revision, e.transaction_end, e.head_revision" \
 	" FROM eventhub.transactions_since($1, $2, $3, NULLIF($4, '')::uuid, $5) e"
 
-/* The columns of both fetch queries. */
-enum
-{
-	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
-	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
-};
+/* The columns of both fetch queries: COL_ORG to COL_UPTO (internal.h). */
 
 /*
  * The fetch of 0.3.0, for a server without a transactions_since this role
@@ -110,6 +105,25 @@ enum
 	" THEN eventhub.notification_token(c.org) END" \
 	" FROM unnest($1::text[]) AS c(org)"
 
+/*
+ * Data keys of the subscriptions that have none (NULL without read
+ * privilege), and the pid of the notifier, whose notifications alone are
+ * believed to carry events.
+ */
+#define KEYS_SQL \
+	"SELECT eventhub.notifier_pid(), c.org," \
+	" CASE WHEN eventhub.has_organization_privilege(c.org, 'read')" \
+	"  THEN eventhub.notification_data_key(c.org) END" \
+	" FROM (VALUES (1)) AS one(x) LEFT JOIN unnest($1::text[]) AS c(org) ON true"
+
+/* Data keys asked for in one query at most. */
+#define KEYS_PER_QUERY 1000
+/* After a failed keys query (other than for a missing function or privilege). */
+#define KEYS_RETRY_MS 5000
+/* A notification that claims to carry events from another process asks for
+ * the notifier's pid again, at most this often. */
+#define KEYS_MIN_INTERVAL_MS 1000
+
 #define HEAD_SQL \
 	"SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = $1"
 
@@ -161,6 +175,10 @@ set_token(eh_client *c, eh_sub *s, const char *token)
 	snprintf(s->token, sizeof(s->token), "%s", token);
 	if (ehi_map_put(&c->by_token, s->token, s) != 0)
 		s->token[0] = '\0';		/* out of memory: found by polls only */
+	/* A new token (a rotated key) comes with a new data key. */
+	s->has_key = 0;
+	s->key_asked = 0;
+	c->link.keys_due = 1;
 }
 
 static void
@@ -389,6 +407,8 @@ handle_state(eh_client *c, PGresult *res)
 			continue;
 		if (!PQgetisnull(res, row, 3))
 			set_token(c, s, PQgetvalue(res, row, 3));
+		else
+			s->has_key = 0;		/* read access revoked: its events are fetched (and refused) */
 		compare_head(c, s, registered ? strtoll(PQgetvalue(res, row, 0), NULL, 10) : 0,
 					 registered ? PQgetvalue(res, row, 1) : "",
 					 PQgetisnull(res, row, 2) ? NULL : PQgetvalue(res, row, 2));
@@ -783,6 +803,84 @@ handle_head(eh_client *c, eh_sub *s, PGresult *res)
 		resync(c, s, (eh_resync_reason) s->resync_reason, 0, "");
 }
 
+/*
+ * The data keys not known yet are to be asked for again (a new connection,
+ * a failed keys query): the role's privileges may have changed.
+ */
+void
+ehi_keys_again(eh_client *c)
+{
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (!s->has_key)
+			s->key_asked = 0;
+	c->link.keys_due = 1;
+}
+
+/*
+ * The answer to send_keys: the keys of the organizations asked for, and
+ * the notifier's pid.  A server without a notification_data_key this role
+ * may call (the extension not updated yet, the role not granted it) is
+ * noted: its notifications are wake-ups only, as before.
+ */
+static void
+handle_keys(eh_client *c, PGresult *res)
+{
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		if (state && (strcmp(state, "42883") == 0 || strcmp(state, "42501") == 0) &&
+			!ehi_result_breaks_connection(&c->link.conn, res))
+		{
+			ehi_log(c, EH_LOG_INFO, "eventhub.notification_data_key cannot be used (%s): "
+					"notifications are wake-ups only, every event is fetched",
+					PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+			c->link.keys_unusable = 1;
+			return;
+		}
+		if (ehi_result_failed(c, res, "reading data keys failed"))
+			return;
+		/* Events come by fetching meanwhile: not the application's error. */
+		ehi_log(c, EH_LOG_WARNING, "reading data keys failed (retrying in %d s): %s",
+				KEYS_RETRY_MS / 1000, PQresultErrorMessage(res));
+		ehi_keys_again(c);
+		c->link.keys_retry_at = ehi_now_ms() + KEYS_RETRY_MS;
+		return;
+	}
+	for (int row = 0; row < PQntuples(res); row++)
+	{
+		eh_sub	   *s = PQgetisnull(res, row, 1) ? NULL : ehi_find_sub(c, PQgetvalue(res, row, 1));
+		const char *hex = PQgetvalue(res, row, 2);
+
+		if (!s || PQgetisnull(res, row, 2) || strncmp(hex, "\\x", 2) != 0 ||
+			strlen(hex) != 2 + 2 * EHI_DATA_KEY_BYTES)
+			continue;
+		for (int i = 0; i < EHI_DATA_KEY_BYTES; i++)
+		{
+			unsigned	v;
+
+			if (sscanf(hex + 2 + 2 * i, "%2x", &v) != 1)
+				break;
+			s->data_key[i] = (unsigned char) v;
+			s->has_key = i == EHI_DATA_KEY_BYTES - 1;
+		}
+	}
+	c->link.notifier_pid = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ?
+		atoi(PQgetvalue(res, 0, 0)) : 0;
+	/* More than one query's worth of organizations: the rest next. */
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (!s->has_key && !s->key_asked && s->token[0])
+		{
+			c->link.keys_due = 1;
+			break;
+		}
+	if (c->link.notifier_pid && !c->link.cipher_ready)
+	{
+		ehi_sealed_prepare();
+		c->link.cipher_ready = 1;
+	}
+}
+
 /* --------------------------------------------------------- dispatching */
 
 /*
@@ -803,6 +901,9 @@ ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
 			break;
 		case OP_TOKENS:
 			handle_tokens(c, res);
+			break;
+		case OP_KEYS:
+			handle_keys(c, res);
 			break;
 		case OP_FETCH:
 			if (sub)
@@ -837,6 +938,43 @@ next_to_fetch(eh_client *c)
 		s = s->next ? s->next : c->subs;
 	} while (s != start);
 	return NULL;
+}
+
+/*
+ * Asks for the data keys the subscriptions lack (up to KEYS_PER_QUERY of
+ * them) and the notifier's pid.  Returns as ehi_next_catalog_query().
+ */
+static int
+send_keys(eh_client *c)
+{
+	ehi_strbuf	orgs = {0};
+	const char *params[1];
+	int			n = 0,
+				rc;
+
+	ehi_sb_puts(&orgs, "{");
+	for (eh_sub *s = c->subs; s && n < KEYS_PER_QUERY; s = s->next)
+	{
+		if (s->has_key || s->key_asked || !s->token[0])
+			continue;
+		n++;
+		ehi_sb_array_element(&orgs, s->org);
+		s->key_asked = 1;
+	}
+	ehi_sb_puts(&orgs, "}");
+	if (orgs.oom)
+	{
+		ehi_sb_free(&orgs);
+		c->pending_error = EH_ERR_MEMORY;
+		return -1;
+	}
+	/* Until this answers; another due by then asks again. */
+	c->link.keys_due = 0;
+	c->link.keys_asked_at = ehi_now_ms();
+	params[0] = orgs.data;
+	rc = ehi_send(c, OP_KEYS, NULL, KEYS_SQL, 1, params);
+	ehi_sb_free(&orgs);
+	return rc < 0 ? -1 : 1;
 }
 
 /*
@@ -896,6 +1034,9 @@ ehi_next_catalog_query(eh_client *c)
 			return ehi_send(c, OP_HEAD, s, HEAD_SQL, 1, params) < 0 ? -1 : 1;
 		}
 	}
+	if (c->link.keys_due && !c->link.keys_unusable && c->link.events_channel &&
+		c->listen.mode == LISTEN_ON && now >= c->link.keys_retry_at)
+		return send_keys(c);
 	return 0;
 }
 
@@ -927,6 +1068,63 @@ ehi_work_pending(const eh_client *c)
 		if (s->needs_fetch || s->resync_reason || s->wants_snapshot)
 			return 1;
 	return 0;
+}
+
+/*
+ * Delivers the events a notification carries (sealed.c) to subscription s,
+ * without a fetch, when it may: they come from the notifier this server
+ * named (anyone may NOTIFY; PostgreSQL stamps the sender's pid, which
+ * nobody can forge), they open under s's data key, the first follows the
+ * cursor, and the event before it is the one at the cursor (its version;
+ * a rewritten history is left to the fetch, which raises ZE003).  Only
+ * while nothing else is under way: no query out (one could be a fetch of
+ * the same events, or a poll that compares heads with the cursor), no
+ * batch held, no snapshot.  Returns 1 when they were delivered or were
+ * all delivered already, 0 when the notification is a wake-up as any
+ * other.
+ */
+static int
+deliver_sealed(eh_client *c, eh_sub *s, int pid, const char *token, const char *version,
+			   const char *sealed)
+{
+	char		previous[EH_VERSION_ID_LEN + 1];
+	PGresult   *res;
+	int64_t		first,
+				last;
+
+	if (c->link.notifier_pid == 0 || pid != c->link.notifier_pid)
+	{
+		/* Perhaps a new notifier: ask again, but not at every such notification. */
+		if (c->link.notifier_pid != 0 && ehi_now_ms() - c->link.keys_asked_at >= KEYS_MIN_INTERVAL_MS)
+			c->link.keys_due = 1;
+		return 0;
+	}
+	if (!s->has_key || s->cursor < 0 || s->wants_snapshot || s->resync_reason || c->held.res ||
+		c->stop || c->pending_error || c->link.conn.state != EHI_CONN_IDLE || ehi_snapshot_open(c))
+		return 0;
+	res = ehi_sealed_open(s->data_key, s->org, token, version, sealed, previous);
+	if (!res)
+	{
+		ehi_log(c, EH_LOG_DEBUG, "the events a notification about \"%s\" carries do not open: fetching them", s->org);
+		return 0;
+	}
+	first = strtoll(PQgetvalue(res, 0, COL_REVISION), NULL, 10);
+	last = strtoll(PQgetvalue(res, PQntuples(res) - 1, COL_REVISION), NULL, 10);
+	if (last <= s->cursor)
+	{
+		PQclear(res);
+		return 1;
+	}
+	if (first != s->cursor + 1 ||
+		(first > 1 && (!s->version[0] || strcmp(previous, s->version) != 0)))
+	{
+		PQclear(res);
+		return 0;
+	}
+	c->counters[EH_STAT_SEALED_DELIVERIES]++;
+	if (deliver_rows(c, s, res, 0, ehi_now_ms()) == 0)
+		PQclear(res);
+	return 1;
 }
 
 /* ------------------------------------------------------- notifications */
@@ -961,17 +1159,26 @@ ehi_drain_notifications(eh_client *c)
 		if (c->listen.mode == LISTEN_PROBING && strcmp(n->relname, c->listen.probe_channel) == 0 &&
 			c->link.conn.state == EHI_CONN_IDLE)
 			c->listen.probe_received = 1;
-		else if (strcmp(n->relname, "eventhub") == 0)
+		else if (strcmp(n->relname, "eventhub") == 0 || strcmp(n->relname, "eventhub_events") == 0)
 		{
+			char	   *sealed = NULL;
+
 			c->counters[EH_STAT_NOTIFICATIONS]++;
-			if (ehi_parse_payload(n->extra, token, version) == 0)
+			if (ehi_parse_payload(n->extra, token, version, &sealed) == 0)
 			{
 				eh_sub	   *s = ehi_map_get(&c->by_token, token);
 
 				if (strspn(token, "0") == EH_TOKEN_LEN)
+				{
 					c->link.next_poll_at = 0;
+					/* The notifier may have restarted: its pid again before believing it. */
+					c->link.notifier_pid = 0;
+					c->link.keys_due = 1;
+				}
 				else if (s && s->cursor < 0 && !s->wants_snapshot)
 					c->link.next_poll_at = 0;
+				else if (s && sealed && deliver_sealed(c, s, n->be_pid, token, version, sealed))
+					;			/* delivered, or nothing new */
 				else if (s && ehi_versions_notified(&s->seen, version))
 					s->needs_fetch = 1;
 				else if (!s && c->all.on)
@@ -1000,6 +1207,7 @@ ehi_drain_notifications(eh_client *c)
 				ehi_log(c, EH_LOG_WARNING, "malformed eventhub notification payload: %s", n->extra);
 				c->link.next_poll_at = 0;
 			}
+			free(sealed);
 		}
 		PQfreemem(n);
 	}

@@ -181,6 +181,9 @@ typedef enum eh_stat_id
 	EH_STAT_DISCOVERIES = 7,	/* organizations found by eh_subscribe_all() */
 	EH_STAT_SNAPSHOTS = 8,		/* snapshots completed (END) */
 	EH_STAT_SNAPSHOT_ENTITIES = 9,	/* entities delivered by snapshots */
+	EH_STAT_SEALED_DELIVERIES = 10, /* notifications whose events were
+									 * delivered from the notification itself,
+									 * with no fetch */
 	EH_STAT_COUNT
 } eh_stat_id;
 

@@ -11,6 +11,8 @@
  *	  layer: util.c		 the clock, jitter, the handle's error, the log callback,
  *						 the names of the public enums
  *	  layer: json.c		 the notification payload, JSON quoting
+ *	  layer: sealed.c	 the events a notification carries: opening them and
+ *						 laying them out as a fetch's rows
  *	  layer: strbuf.c	 a string builder
  *	  layer: map.c		 a hash map
  *	  layer: versions.c	 the memory of delivered and notified versions
@@ -50,13 +52,48 @@
 
 /*
  * Parses a notification payload of channel eventhub:
- *	  {"notification_token": "<32 hex digits>", "version_id": "<uuid>"}
+ *	  {"notification_token": "<32 hex digits>", "version_id": "<uuid>"
+ *	   [, "events": "<base64>"]}
  * Keys may come in any order and unknown scalar keys are skipped, so that
- * the server may add some.  Returns 0 on success, -1 for anything
- * malformed.
+ * the server may add some.  With sealed not NULL, *sealed is the "events"
+ * string (malloc'd; the caller frees it) or NULL.  Returns 0 on success,
+ * -1 for anything malformed.
  */
 int			ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
-							 char version_id[EH_VERSION_ID_LEN + 1]);
+							  char version_id[EH_VERSION_ID_LEN + 1], char **sealed);
+
+/* ----------------------------------------------------------- sealed.c */
+
+#define EHI_DATA_KEY_BYTES 32
+
+/*
+ * The columns of the fetch queries' rows (delivery.c), which the sealed
+ * events are laid out as.
+ */
+enum
+{
+	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
+	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
+};
+
+/*
+ * Opens the "events" of a notification (base64 of nonce, AES-256-GCM
+ * ciphertext and tag) under key, bound to the notification's token and
+ * version, and lays them out as the rows of a fetch of organization org
+ * (COL_ORG to COL_HEAD): a PGresult the caller clears; previous gets the
+ * version_id of the event before the first ("" when the first is the
+ * organization's first).  NULL when they do not open (another key,
+ * altered, forged) or are malformed.
+ */
+/*
+ * Readies OpenSSL's cipher ahead of the first notification: its first use
+ * in a process takes milliseconds (loading the provider), which would
+ * otherwise fall on the first event's delivery.
+ */
+void		ehi_sealed_prepare(void);
+PGresult   *ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *org,
+							const char *token, const char *version_id, const char *sealed,
+							char previous[EH_VERSION_ID_LEN + 1]);
 
 /*
  * Returns str as a quoted JSON string (control characters as \u00XX; other
@@ -233,6 +270,10 @@ typedef struct eh_sub
 								 * answer this resync with the resync callback */
 	int			automatic;		/* added by eh_subscribe_all() */
 	ehi_versions seen;			/* recently delivered and notified versions */
+	unsigned char data_key[EHI_DATA_KEY_BYTES];	/* what its notifications' events
+												 * are sealed under */
+	int			has_key;		/* data_key is known (for its current token) */
+	int			key_asked;		/* a keys query asked for it (for its current token) */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
 	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
 	/* metrics.c */
@@ -274,6 +315,7 @@ typedef enum op_kind
 	OP_STATE,					/* the poll of the subscriptions' heads */
 	OP_DISCOVER,				/* the poll of every organization (follow all) */
 	OP_TOKENS,					/* tokens of organizations just discovered */
+	OP_KEYS,					/* data keys, and the notifier's pid */
 	OP_HEAD,					/* one head, for a resync */
 	OP_FETCH,					/* events of one subscription */
 	OP_HEARTBEAT,
@@ -341,6 +383,15 @@ typedef struct ehi_link
 								 * with events_since, as 0.3.0 did (until reconnecting) */
 	uint64_t	failures;		/* connection attempts failed and connections lost */
 	int64_t		op_sent_at;		/* monotonic ms: when the last query went out */
+	/* Notifications that carry their events (delivery.c) */
+	int			events_channel; /* listening on eventhub_events (else eventhub) */
+	int			notifier_pid;	/* the server's notifier, as it said; 0: unknown */
+	int			keys_due;		/* data keys or the notifier's pid are to be read */
+	int			keys_unusable;	/* the server has no usable notification_data_key
+								 * (until reconnecting) */
+	int64_t		keys_asked_at;	/* monotonic ms */
+	int64_t		keys_retry_at;	/* monotonic ms: not before, after a failure */
+	int			cipher_ready;	/* ehi_sealed_prepare() ran */
 } ehi_link;
 
 /* session.c: whether notifications reach the connection (the LISTEN probe). */
@@ -527,6 +578,8 @@ void		ehi_snapshot_free(eh_client *c);
 
 /* delivery.c */
 eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
+/* Data keys not known are to be asked for again (a reconnect, a failure). */
+void		ehi_keys_again(eh_client *c);
 eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
 void		ehi_forget_sub(eh_client *c, eh_sub *s);
 void		ehi_remove_sub(eh_client *c, eh_sub *s);

@@ -274,11 +274,12 @@ is_lower_hex(const char *str, size_t len, int uuid)
 
 int
 ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
-				 char version_id[EH_VERSION_ID_LEN + 1])
+				  char version_id[EH_VERSION_ID_LEN + 1], char **sealed)
 {
 	cursor		c;
 	char	   *tok = NULL;
 	char	   *version = NULL;
+	char	   *events = NULL;
 
 	if (!payload)
 		return -1;
@@ -308,7 +309,10 @@ ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
 			rc = parse_string(&c, &tok);
 		else if (strcmp(key, "version_id") == 0 && !version)
 			rc = parse_string(&c, &version);
-		else if (strcmp(key, "notification_token") == 0 || strcmp(key, "version_id") == 0)
+		else if (strcmp(key, "events") == 0 && !events && *c.p == '"')
+			rc = parse_string(&c, &events);
+		else if (strcmp(key, "notification_token") == 0 || strcmp(key, "version_id") == 0 ||
+				 strcmp(key, "events") == 0)
 			rc = -1;			/* a key given twice */
 		else
 			rc = skip_value(&c);
@@ -335,11 +339,16 @@ done:
 	memcpy(version_id, version, EH_VERSION_ID_LEN + 1);
 	free(tok);
 	free(version);
+	if (sealed)
+		*sealed = events;
+	else
+		free(events);
 	return 0;
 
 fail:
 	free(tok);
 	free(version);
+	free(events);
 	return -1;
 }
 

@@ -82,6 +82,19 @@ choose_listening(eh_client *c, int in_recovery)
 	}
 }
 
+/*
+ * The first query of a connection: whether the server is a standby, and
+ * whether this role may read the events notifications carry (then it
+ * listens on channel eventhub_events, whose notifications may carry them,
+ * instead of eventhub; both announce the same).
+ */
+#define HELLO_SQL \
+	"SELECT pg_catalog.pg_is_in_recovery(), COALESCE(" \
+	" pg_catalog.has_function_privilege(" \
+	"  pg_catalog.to_regprocedure('eventhub.notification_data_key(text)'), 'EXECUTE')" \
+	" AND pg_catalog.has_function_privilege(" \
+	"  pg_catalog.to_regprocedure('eventhub.notifier_pid()'), 'EXECUTE'), false)"
+
 /* The first query answered: the connection works. */
 static void
 handle_hello(eh_client *c, PGresult *res)
@@ -102,6 +115,10 @@ handle_hello(eh_client *c, PGresult *res)
 	}
 	c->link.ever_connected = 1;
 	c->link.legacy_fetch = 0;	/* the extension may have been updated meanwhile */
+	c->link.keys_unusable = 0;
+	c->link.notifier_pid = 0;	/* this server's, when the keys query says */
+	ehi_keys_again(c);
+	c->link.events_channel = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	c->link.next_poll_at = 0;
 	c->replica.next_at = 0;
 	choose_listening(c, strcmp(PQgetvalue(res, 0, 0), "t") == 0);
@@ -158,7 +175,8 @@ drive_probe(eh_client *c)
 
 		ehi_conn_close(&c->listen.probe_conn);
 		c->listen.mode = LISTEN_STARTING;
-		snprintf(sql, sizeof(sql), "UNLISTEN %s; LISTEN eventhub", c->listen.probe_channel);
+		snprintf(sql, sizeof(sql), "UNLISTEN %s; LISTEN %s", c->listen.probe_channel,
+				 c->link.events_channel ? "eventhub_events" : "eventhub");
 		ehi_send(c, OP_LISTEN, NULL, sql, 0, NULL);
 		return;
 	}
@@ -318,6 +336,7 @@ dispatch(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
 		case OP_STATE:
 		case OP_DISCOVER:
 		case OP_TOKENS:
+		case OP_KEYS:
 		case OP_FETCH:
 		case OP_HEAD:
 			if (ehi_handle_delivery(c, op, sub, res))
@@ -412,7 +431,7 @@ drive_connection(eh_client *c)
 				return;
 			case EHI_STEP_CONNECTED:
 				/* A first query: the connection works only if it answers. */
-				if (ehi_send(c, OP_HELLO, NULL, "SELECT pg_catalog.pg_is_in_recovery()", 0, NULL) != 0)
+				if (ehi_send(c, OP_HELLO, NULL, HELLO_SQL, 0, NULL) != 0)
 					return;
 				continue;
 			case EHI_STEP_RESULT:

@@ -35,7 +35,7 @@ payload_ok(const char *payload, const char *what)
 {
 	char		token[EH_TOKEN_LEN + 1] = "";
 	char		version[EH_VERSION_ID_LEN + 1] = "";
-	int			rc = ehi_parse_payload(payload, token, version);
+	int			rc = ehi_parse_payload(payload, token, version, NULL);
 
 	check(rc == 0 && strcmp(token, T1) == 0 && strcmp(version, V1) == 0, what);
 }
@@ -46,7 +46,7 @@ payload_bad(const char *payload, const char *what)
 	char		token[EH_TOKEN_LEN + 1] = "";
 	char		version[EH_VERSION_ID_LEN + 1] = "";
 
-	check(ehi_parse_payload(payload, token, version) == -1 && token[0] == '\0' && version[0] == '\0', what);
+	check(ehi_parse_payload(payload, token, version, NULL) == -1 && token[0] == '\0' && version[0] == '\0', what);
 }
 
 static void

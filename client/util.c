@@ -114,7 +114,8 @@ eh_stat_name(eh_stat_id id)
 {
 	static const char *const names[EH_STAT_COUNT] = {
 		"events_delivered", "notifications", "polls", "reconnects", "resyncs", "heartbeats",
-		"fetches", "discoveries", "snapshots", "snapshot_entities"
+		"fetches", "discoveries", "snapshots", "snapshot_entities",
+		"sealed_deliveries"
 	};
 
 	return (int) id >= 0 && id < EH_STAT_COUNT ? names[id] : "unknown";

@@ -50,6 +50,7 @@ bool		eventhub_retain_until_applied = true;
 int			eventhub_max_retention = 86400;
 bool		eventhub_compaction = true;
 bool		eventhub_protect_tables = true;
+bool		eventhub_notification_events = true;
 int			eventhub_stalled_client_timeout = 30000;
 int			eventhub_metrics_cache_time = 500;
 
@@ -147,6 +148,15 @@ DefineSettings(void)
 							 "Sets whether retention keeps each entity's latest event.",
 							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0, and an organization that loses an entity's latest event is marked incomplete (its snapshots raise ZE004).",
 							 &eventhub_compaction,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("eventhub.notification_events",
+							 "Sets whether notifications carry the events they announce.",
+							 "On: the notifier seals a notification's events (up to 16 and about 5,600 bytes) under the organization's data key, and clients that hold the key deliver them without a query. Off: notifications are wake-ups only and clients fetch every event.",
+							 &eventhub_notification_events,
 							 true,
 							 PGC_SIGHUP,
 							 0,

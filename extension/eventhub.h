@@ -13,8 +13,14 @@
 #include "utils/snapshot.h"
 #include "utils/uuid.h"
 
-/* Channel that published events are announced on. */
+/*
+ * Channels that published events are announced on: both carry the same
+ * notifications, and those of EVENTHUB_EVENTS_CHANNEL may also carry the
+ * events they announce (an "events" member; the payload on
+ * EVENTHUB_CHANNEL keeps its two members, as before 0.5.0).
+ */
 #define EVENTHUB_CHANNEL "eventhub"
+#define EVENTHUB_EVENTS_CHANNEL "eventhub_events"
 
 /* The schema every object of the extension lives in. */
 #define EVENTHUB_SCHEMA "eventhub"
@@ -40,6 +46,7 @@ extern bool eventhub_retain_until_applied;
 extern int	eventhub_max_retention;		/* seconds */
 extern bool eventhub_compaction;
 extern bool eventhub_protect_tables;
+extern bool eventhub_notification_events;
 extern int	eventhub_stalled_client_timeout;	/* milliseconds; 0: off */
 extern int	eventhub_metrics_cache_time;	/* milliseconds; 0: off */
 extern void _PG_init(void);

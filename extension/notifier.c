@@ -13,7 +13,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "datatype/timestamp.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -23,9 +26,11 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -60,7 +65,25 @@ typedef struct PendingNotify
 {
 	uint8		token[EVENTHUB_TOKEN_BYTES];	/* hash key */
 	pg_uuid_t	version;
+	/* The events announced, first..last, when they may travel sealed */
+	bool		sealable;
+	int64		first;
+	int64		last;
+	int			orglen;
+	char		org[EVENTHUB_ANNOUNCED_ORG_BYTES];
 } PendingNotify;
+
+/*
+ * A notification carries the events it announces, sealed, when they are
+ * at most this many and their sealed form fits in the notification (NOTIFY
+ * takes payloads under 8000 bytes: base64 makes 4 bytes of 3, and the
+ * token, version and keys take about 120).  Otherwise readers fetch them.
+ */
+#define NOTIFIER_SEAL_MAX_EVENTS 16
+#define NOTIFIER_SEAL_MAX_BYTES 5600
+
+/* The version of the sealed events' layout (protocol.md). */
+#define SEALED_FORMAT 1
 
 /*
  * What one batch gathers, allocated once: each organization's last version
@@ -70,6 +93,8 @@ typedef struct PendingNotify
 static HTAB *pending = NULL;
 static PendingNotify **order = NULL;
 static StringInfoData payload;
+static StringInfoData plain;
+static StringInfoData sealed;
 
 static void
 InitBatch(void)
@@ -86,7 +111,141 @@ InitBatch(void)
 						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	order = palloc(sizeof(PendingNotify *) * NOTIFIER_BATCH);
 	initStringInfo(&payload);
+	initStringInfo(&plain);
+	initStringInfo(&sealed);
 	MemoryContextSwitchTo(old);
+}
+
+static void
+PutInt64(StringInfo buf, int64 v)
+{
+	uint64		u = (uint64) v;
+	char		b[8];
+
+	for (int i = 7; i >= 0; i--, u >>= 8)
+		b[i] = (char) (u & 0xff);
+	appendBinaryStringInfo(buf, b, 8);
+}
+
+static void
+PutText(StringInfo buf, Datum d)
+{
+	text	   *t = DatumGetTextPP(d);
+	uint32		len = VARSIZE_ANY_EXHDR(t);
+	char		b[4] = {(char) (len >> 24), (char) (len >> 16), (char) (len >> 8), (char) len};
+
+	appendBinaryStringInfo(buf, b, 4);
+	appendBinaryStringInfo(buf, VARDATA_ANY(t), len);
+}
+
+/* A timestamptz as microseconds since the Unix epoch. */
+static int64
+UnixMicros(TimestampTz t)
+{
+	return t + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+/*
+ * Seals the events p announces into sealed (base64), as protocol.md lays
+ * them out; false when they cannot travel: not all kept (retention), more
+ * than fit, or the version read is not the one announced.  Runs in the
+ * notification transaction, connected to SPI.  The notifier reads as the
+ * bootstrap superuser: every name and operator is qualified.
+ */
+static bool
+SealEvents(PendingNotify *p)
+{
+	static EventhubPlan plan;
+	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+	uint8		key[EVENTHUB_DATA_KEY_BYTES];
+	uint8		aad[EVENTHUB_TOKEN_BYTES + UUID_LEN];
+	int			ret;
+	uint64		n;
+	int64		from = p->first > 1 ? p->first - 1 : p->first;
+	uint64		skip;
+
+	values[0] = PointerGetDatum(cstring_to_text_with_len(p->org, p->orglen));
+	values[1] = Int64GetDatum(from);
+	values[2] = Int64GetDatum(p->last);
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
+												   "SELECT e.revision, e.version_id, e.processed_timestamp,"
+												   " e.originated_timestamp, e.event_type, e.action, e.entity_id,"
+												   " e.correlation_id, e.event_data::pg_catalog.text,"
+												   " COALESCE(e.transaction_first_revision, e.revision)"
+												   " FROM eventhub.events e"
+												   " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
+												   " AND e.revision OPERATOR(pg_catalog.>=) $2"
+												   " AND e.revision OPERATOR(pg_catalog.<=) $3"
+												   " ORDER BY e.revision",
+												   3, argtypes),
+						   values, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading the announced events failed: %s", SPI_result_code_string(ret));
+	/* Every event announced, and the one before (its version: see below). */
+	skip = from < p->first ? 1 : 0;
+	n = SPI_processed;
+	if (n != (uint64) (p->last - from + 1))
+		return false;
+
+	resetStringInfo(&plain);
+	appendStringInfoChar(&plain, SEALED_FORMAT);
+	PutInt64(&plain, UnixMicros(GetCurrentTimestamp()));
+
+	/*
+	 * The version of the event before the first: a reader delivers them only
+	 * if that is the version at its cursor, as transactions_since checks
+	 * after_version (a history rewritten by a failover).
+	 */
+	appendStringInfoChar(&plain, skip ? 1 : 0);
+	if (skip)
+	{
+		bool		isnull;
+
+		appendBinaryStringInfo(&plain,
+							   (const char *) DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[0],
+																		  SPI_tuptable->tupdesc, 2,
+																		  &isnull))->data,
+							   UUID_LEN);
+	}
+	appendStringInfoChar(&plain, (char) ((n - skip) >> 8));
+	appendStringInfoChar(&plain, (char) (n - skip));
+	for (uint64 i = skip; i < n; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		revision = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		pg_uuid_t  *version = DatumGetUUIDP(SPI_getbinval(tuple, desc, 2, &isnull));
+		bool		ends = true;
+
+		if (revision != from + (int64) i)
+			return false;
+		if (i + 1 == n && memcmp(version, &p->version, UUID_LEN) != 0)
+			return false;		/* not the state announced */
+		if (i + 1 < n)
+		{
+			HeapTuple	next = SPI_tuptable->vals[i + 1];
+
+			ends = DatumGetInt64(SPI_getbinval(next, desc, 10, &isnull)) ==
+				DatumGetInt64(SPI_getbinval(next, desc, 1, &isnull));
+		}
+		PutInt64(&plain, revision);
+		PutInt64(&plain, DatumGetInt64(SPI_getbinval(tuple, desc, 10, &isnull)));
+		appendStringInfoChar(&plain, ends ? 1 : 0);
+		appendBinaryStringInfo(&plain, (const char *) version->data, UUID_LEN);
+		PutInt64(&plain, UnixMicros(DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull))));
+		PutInt64(&plain, UnixMicros(DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull))));
+		for (int col = 5; col <= 9; col++)
+			PutText(&plain, SPI_getbinval(tuple, desc, col, &isnull));
+		if (plain.len > NOTIFIER_SEAL_MAX_BYTES)
+			return false;
+	}
+	EventhubDataKey(p->org, p->orglen, key);
+	memcpy(aad, p->token, EVENTHUB_TOKEN_BYTES);
+	memcpy(aad + EVENTHUB_TOKEN_BYTES, p->version.data, UUID_LEN);
+	resetStringInfo(&sealed);
+	return EventhubSeal(key, aad, sizeof(aad), plain.data, plain.len, &sealed);
 }
 
 /*
@@ -103,21 +262,30 @@ SendQueued(uint64 *dropped_seen, bool *poll_now)
 	uint64		dropped = EventhubQueueDropped();
 	int			n = 0;
 	int			taken = 0;
-	uint8		token[EVENTHUB_TOKEN_BYTES];
-	pg_uuid_t	version;
+	EventhubAnnouncement a;
 	bool		ours;
+	bool		readable;
 
-	for (; taken < NOTIFIER_BATCH && EventhubQueuePop(token, &version, &ours); taken++)
+	for (; taken < NOTIFIER_BATCH && EventhubQueuePop(&a, &ours); taken++)
 	{
 		PendingNotify *p;
 		bool		found;
 
 		if (!ours)
 			continue;
-		p = hash_search(pending, token, HASH_ENTER, &found);
+		p = hash_search(pending, a.token, HASH_ENTER, &found);
 		if (!found)
+		{
 			order[n++] = p;
-		p->version = version;
+			p->sealable = a.orglen >= 0;
+			p->first = a.first_revision;
+			p->orglen = Max(a.orglen, 0);
+			memcpy(p->org, a.org, p->orglen);
+		}
+		else if (a.first_revision != p->last + 1)
+			p->sealable = false;	/* an announcement between them was dropped */
+		p->last = a.last_revision;
+		p->version = a.version;
 	}
 
 	if (n > 0 || dropped != *dropped_seen || *poll_now)
@@ -138,15 +306,30 @@ SendQueued(uint64 *dropped_seen, bool *poll_now)
 		if (dropped != *dropped_seen || *poll_now)
 		{
 			/* Announcements were lost: everyone polls now. */
-			EventhubFormatPayload(&payload, zero_token, &zero_version);
+			EventhubFormatPayload(&payload, zero_token, &zero_version, NULL);
 			Async_Notify(EVENTHUB_CHANNEL, payload.data);
+			Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
 			EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, 1);
 		}
+		/* Not while the extension is being dropped or not there. */
+		readable = eventhub_notification_events && OidIsValid(EventhubRelid("events"));
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eventhub: SPI_connect failed");
 		for (int i = 0; i < n; i++)
 		{
-			EventhubFormatPayload(&payload, order[i]->token, &order[i]->version);
+			PendingNotify *p = order[i];
+			bool		seal = readable && p->sealable &&
+				p->last - p->first < NOTIFIER_SEAL_MAX_EVENTS && SealEvents(p);
+
+			EventhubFormatPayload(&payload, p->token, &p->version, NULL);
 			Async_Notify(EVENTHUB_CHANNEL, payload.data);
+			if (seal)
+				EventhubFormatPayload(&payload, p->token, &p->version, sealed.data);
+			Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
 		}
+		SPI_finish();
+		PopActiveSnapshot();
 		EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, (uint64) n);
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);

@@ -55,12 +55,14 @@
 #include "notify.h"
 
 PG_FUNCTION_INFO_V1(notification_mode);
+PG_FUNCTION_INFO_V1(notifier_pid);
 
 /* One savepoint level at which an organization was published. */
 typedef struct PublishedLevel
 {
 	SubTransactionId subid;
 	pg_uuid_t	version;		/* the organization's version at that level */
+	int64		revision;		/* and its revision */
 } PublishedLevel;
 
 /*
@@ -114,9 +116,24 @@ QueuePublished(void)
 	foreach(lc, published_order)
 	{
 		PublishedOrg *p = (PublishedOrg *) lfirst(lc);
+		EventhubAnnouncement a;
+		int			orglen;
 
-		if (p->depth > 0)
-			(void) EventhubQueuePush(p->token, &p->levels[p->depth - 1].version);
+		if (p->depth == 0)
+			continue;
+		memcpy(a.token, p->token, EVENTHUB_TOKEN_BYTES);
+		a.version = p->levels[p->depth - 1].version;
+		a.first_revision = p->first_revision;
+		a.last_revision = p->levels[p->depth - 1].revision;
+		orglen = strlen(p->organization);
+		if (orglen <= EVENTHUB_ANNOUNCED_ORG_BYTES)
+		{
+			a.orglen = orglen;
+			memcpy(a.org, p->organization, orglen);
+		}
+		else
+			a.orglen = -1;
+		(void) EventhubQueuePush(&a);
 	}
 	EventhubWakeNotifier();
 }
@@ -138,8 +155,9 @@ SendPublished(void)
 
 		if (p->depth == 0)
 			continue;
-		EventhubFormatPayload(&payload, p->token, &p->levels[p->depth - 1].version);
+		EventhubFormatPayload(&payload, p->token, &p->levels[p->depth - 1].version, NULL);
 		Async_Notify(EVENTHUB_CHANNEL, payload.data);
+		Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
 		EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, 1);
 	}
 	pfree(payload.data);
@@ -201,6 +219,7 @@ NotifySubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 		else if (p->depth > 1 && p->levels[p->depth - 2].subid == parentSubid)
 		{
 			p->levels[p->depth - 2].version = top->version;
+			p->levels[p->depth - 2].revision = top->revision;
 			p->depth--;
 		}
 		else
@@ -315,7 +334,10 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version, int64 revision)
 	if (p->depth == 0)
 		p->first_revision = revision;
 	if (p->depth > 0 && p->levels[p->depth - 1].subid == subid)
+	{
 		p->levels[p->depth - 1].version = *version;
+		p->levels[p->depth - 1].revision = revision;
+	}
 	else
 	{
 		if (p->depth == p->capacity)
@@ -328,6 +350,7 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version, int64 revision)
 		}
 		p->levels[p->depth].subid = subid;
 		p->levels[p->depth].version = *version;
+		p->levels[p->depth].revision = revision;
 		p->depth++;
 	}
 }
@@ -343,6 +366,23 @@ Datum
 notification_mode(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_TEXT_P(cstring_to_text(EventhubNotifierServes() ? "worker" : "transaction"));
+}
+
+/*
+ * notifier_pid() -> integer
+ *
+ * The process id of the notifier worker that announces what this database
+ * publishes, NULL when none does.  Clients take the events a notification
+ * carries only from this process.
+ */
+Datum
+notifier_pid(PG_FUNCTION_ARGS)
+{
+	int			pid = EventhubNotifierPid();
+
+	if (pid == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(pid);
 }
 
 /*

@@ -23,6 +23,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
+#include "common/base64.h"
 #include "common/hmac.h"
 #include "common/sha2.h"
 #include "executor/spi.h"
@@ -35,10 +36,13 @@
 #include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
+#include <openssl/evp.h>
+
 #include "eventhub.h"
 #include "notify.h"
 
 PG_FUNCTION_INFO_V1(notification_token);
+PG_FUNCTION_INFO_V1(notification_data_key);
 PG_FUNCTION_INFO_V1(rotate_notification_key);
 
 /* Bytes of a new notification key. */
@@ -129,27 +133,26 @@ EnsureKey(void)
  * Writes the notification token of organization org (orglen bytes) to out:
  * the first EVENTHUB_TOKEN_BYTES bytes of HMAC-SHA-256 of the id under the key.
  */
-void
-EventhubTokenBytes(const char *org, int orglen, uint8 *out)
+/*
+ * HMAC-SHA-256 under the notification key of prefix (prefixlen bytes)
+ * followed by org (orglen bytes), into digest.
+ */
+static void
+KeyedDigest(const char *prefix, int prefixlen, const char *org, int orglen,
+			uint8 digest[PG_SHA256_DIGEST_LENGTH])
 {
-	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	pg_hmac_ctx *ctx;
 
 	EnsureKey();
-	if (orglen == last_token_orglen && last_token_key == key_invalidations &&
-		memcmp(org, last_token_org, orglen) == 0)
-	{
-		memcpy(out, last_token, EVENTHUB_TOKEN_BYTES);
-		return;
-	}
 	ctx = pg_hmac_create(PG_SHA256);
 	if (ctx == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
 	if (pg_hmac_init(ctx, key, key_len) < 0 ||
+		pg_hmac_update(ctx, (const uint8 *) prefix, prefixlen) < 0 ||
 		pg_hmac_update(ctx, (const uint8 *) org, orglen) < 0 ||
-		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
+		pg_hmac_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
 	{
 #if PG_VERSION_NUM >= 150000
 		const char *reason = pstrdup(pg_hmac_error(ctx));
@@ -161,6 +164,21 @@ EventhubTokenBytes(const char *org, int orglen, uint8 *out)
 		elog(ERROR, "eventhub: could not compute a notification token: %s", reason);
 	}
 	pg_hmac_free(ctx);
+}
+
+void
+EventhubTokenBytes(const char *org, int orglen, uint8 *out)
+{
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+
+	EnsureKey();
+	if (orglen == last_token_orglen && last_token_key == key_invalidations &&
+		memcmp(org, last_token_org, orglen) == 0)
+	{
+		memcpy(out, last_token, EVENTHUB_TOKEN_BYTES);
+		return;
+	}
+	KeyedDigest("", 0, org, orglen, digest);
 	memcpy(out, digest, EVENTHUB_TOKEN_BYTES);
 	if (orglen <= EVENTHUB_MAX_ID_BYTES)
 	{
@@ -169,6 +187,72 @@ EventhubTokenBytes(const char *org, int orglen, uint8 *out)
 		last_token_orglen = orglen;
 		last_token_key = key_invalidations;
 	}
+}
+
+/*
+ * Writes the data key of organization org (orglen bytes) to out
+ * (EVENTHUB_DATA_KEY_BYTES): HMAC-SHA-256 under the notification key of
+ * "eventhub data key", a zero byte, and the id.  The token's HMAC is of the
+ * id alone, which holds no zero byte: the two never coincide.
+ */
+void
+EventhubDataKey(const char *org, int orglen, uint8 *out)
+{
+	static const char prefix[] = "eventhub data key";
+
+	KeyedDigest(prefix, sizeof(prefix), org, orglen, out);
+}
+
+/*
+ * Seals len bytes of plain under key (EVENTHUB_DATA_KEY_BYTES) with
+ * AES-256-GCM, binding aad (aadlen bytes) to them, and appends to out the
+ * base64 of: a random 12-byte nonce, the ciphertext, the 16-byte tag.
+ * False when OpenSSL or the random source fails (nothing is appended).
+ */
+bool
+EventhubSeal(const uint8 *key, const uint8 *aad, int aadlen, const char *plain, int len,
+			 StringInfo out)
+{
+	EVP_CIPHER_CTX *ctx;
+	uint8	   *sealed;
+	int			n,
+				total,
+				b64len;
+	bool		ok;
+
+	sealed = palloc(EVENTHUB_SEAL_NONCE_BYTES + len + EVENTHUB_SEAL_TAG_BYTES);
+	if (!pg_strong_random(sealed, EVENTHUB_SEAL_NONCE_BYTES))
+	{
+		pfree(sealed);
+		return false;
+	}
+	ctx = EVP_CIPHER_CTX_new();
+	ok = ctx != NULL &&
+		EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) == 1 &&
+		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, EVENTHUB_SEAL_NONCE_BYTES, NULL) == 1 &&
+		EVP_EncryptInit_ex(ctx, NULL, NULL, key, sealed) == 1 &&
+		EVP_EncryptUpdate(ctx, NULL, &n, aad, aadlen) == 1 &&
+		EVP_EncryptUpdate(ctx, sealed + EVENTHUB_SEAL_NONCE_BYTES, &n, (const uint8 *) plain, len) == 1;
+	total = EVENTHUB_SEAL_NONCE_BYTES + n;
+	ok = ok && EVP_EncryptFinal_ex(ctx, sealed + total, &n) == 1;
+	total += ok ? n : 0;
+	ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, EVENTHUB_SEAL_TAG_BYTES, sealed + total) == 1;
+	total += EVENTHUB_SEAL_TAG_BYTES;
+	EVP_CIPHER_CTX_free(ctx);
+	if (ok)
+	{
+		b64len = pg_b64_enc_len(total);
+		enlargeStringInfo(out, b64len + 1);
+		n = pg_b64_encode((const char *) sealed, total, out->data + out->len, b64len);
+		ok = n >= 0;
+		if (ok)
+		{
+			out->len += n;
+			out->data[out->len] = '\0';
+		}
+	}
+	pfree(sealed);
+	return ok;
 }
 
 /*
@@ -186,18 +270,23 @@ EventhubNotificationToken(const char *org, int orglen, char *out)
 }
 
 /*
- * Writes the payload of one notification into buf.
+ * Writes the payload of one notification into buf, with the sealed events
+ * (base64, from EventhubSeal) when sealed is not NULL.
  */
 void
-EventhubFormatPayload(StringInfo buf, const uint8 *token, const pg_uuid_t *version)
+EventhubFormatPayload(StringInfo buf, const uint8 *token, const pg_uuid_t *version,
+					  const char *sealed)
 {
 	char		hex[EVENTHUB_TOKEN_HEX_LEN + 1];
 
 	hex_encode((const char *) token, EVENTHUB_TOKEN_BYTES, hex);
 	hex[EVENTHUB_TOKEN_HEX_LEN] = '\0';
 	resetStringInfo(buf);
-	appendStringInfo(buf, "{\"notification_token\": \"%s\", \"version_id\": \"%s\"}",
+	appendStringInfo(buf, "{\"notification_token\": \"%s\", \"version_id\": \"%s\"",
 					 hex, DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(version))));
+	if (sealed)
+		appendStringInfo(buf, ", \"events\": \"%s\"", sealed);
+	appendStringInfoChar(buf, '}');
 }
 
 /*
@@ -217,6 +306,26 @@ notification_token(PG_FUNCTION_ARGS)
 	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
 	EventhubNotificationToken(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), token);
 	PG_RETURN_TEXT_P(cstring_to_text(token));
+}
+
+/*
+ * notification_data_key(organization_id text) -> bytea
+ *
+ * The key that the events a notification about the organization carries
+ * are sealed under (AES-256-GCM; see protocol.md).  Needs read privilege
+ * on the organization.  Changes when the notification key is rotated.
+ */
+Datum
+notification_data_key(PG_FUNCTION_ARGS)
+{
+	Datum		org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	text	   *t = DatumGetTextPP(org);
+	bytea	   *result = palloc(VARHDRSZ + EVENTHUB_DATA_KEY_BYTES);
+
+	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
+	SET_VARSIZE(result, VARHDRSZ + EVENTHUB_DATA_KEY_BYTES);
+	EventhubDataKey(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), (uint8 *) VARDATA(result));
+	PG_RETURN_BYTEA_P(result);
 }
 
 /*

@@ -10,6 +10,8 @@ packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev u
 	postgresql-15-pgq3
 	# the reference consumers in examples/ (Go with pgx, Python with psycopg), built and run by regress/t/013
 	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg
+	# regress/t/026: opens and forges notifications' sealed events (AES-GCM)
+	python3-cryptography
 	# prometheus/ and regress/t/023: Prometheus (with promtool) and the two exporters
 	prometheus prometheus-postgres-exporter prometheus-node-exporter
 	# regress/t/025 and make ha-demo (scripts/ha-cluster.sh): Patroni over one etcd, curl for its REST API.

@@ -79,3 +79,54 @@ COMMENT ON FUNCTION eventhub.metrics() IS
 -- As every function of the install script: nothing for PUBLIC.
 -- docs/operations.md (Roles) grants it to the operator role.
 REVOKE ALL ON FUNCTION eventhub.metrics() FROM PUBLIC;
+
+-- Notifications that carry their events (docs/protocol.md): the key they
+-- are sealed under, and the pid of the notifier that alone sends them.
+CREATE FUNCTION eventhub.notification_data_key(organization_id text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'notification_data_key'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION eventhub.notification_data_key(text) IS
+'The AES-256-GCM key that the events a notification about an organization carries (its "events" key) are sealed under; see docs/protocol.md. Needs read privilege on the organization. Changes when the notification key is rotated.';
+
+CREATE FUNCTION eventhub.notifier_pid()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'notifier_pid'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION eventhub.notifier_pid() IS
+'The process id of the notifier worker that announces what this database publishes (NULL when none does): a client takes the events a notification carries only from a notification this process sent.';
+
+REVOKE ALL ON FUNCTION eventhub.notification_data_key(text), eventhub.notifier_pid() FROM PUBLIC;
+
+-- A role that reads notifications (it may call notification_token) may
+-- call these two as well, so that its clients get the events with the
+-- notifications from now on without a new GRANT.
+DO $$
+DECLARE
+    r regrole;
+BEGIN
+    FOR r IN
+        SELECT a.oid::regrole FROM pg_catalog.pg_roles a
+         WHERE NOT a.rolsuper
+           AND pg_catalog.has_function_privilege(a.oid, 'eventhub.notification_token(text)', 'EXECUTE')
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION eventhub.notification_data_key(text), eventhub.notifier_pid() TO %s', r);
+    END LOOP;
+END
+$$;
+
+-- PostgreSQL records every GRANT an extension script runs as the object's
+-- initial privileges, which pg_dump leaves out: those grants would not
+-- survive a dump.  The initial privileges become a fresh installation's
+-- (the owner's alone); the grants themselves stay.
+UPDATE pg_catalog.pg_init_privs i
+   SET initprivs = ARRAY[pg_catalog.makeaclitem(p.proowner, p.proowner, 'EXECUTE', false)]
+  FROM pg_catalog.pg_proc p
+ WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY['eventhub.notification_data_key(text)',
+                                               'eventhub.notifier_pid()']::pg_catalog.regprocedure[])
+   AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+   AND i.objoid OPERATOR(pg_catalog.=) p.oid
+   AND i.objsubid OPERATOR(pg_catalog.=) 0
+   AND i.privtype OPERATOR(pg_catalog.=) 'e';

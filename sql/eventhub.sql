@@ -296,6 +296,22 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION eventhub.notification_token(text) IS
 'The token that notifications on channel eventhub carry for an organization: {"notification_token": "<token>", "version_id": "<uuid>"}. Needs read privilege on the organization.';
 
+CREATE FUNCTION eventhub.notification_data_key(organization_id text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'notification_data_key'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION eventhub.notification_data_key(text) IS
+'The AES-256-GCM key that the events a notification about an organization carries (its "events" key) are sealed under; see docs/protocol.md. Needs read privilege on the organization. Changes when the notification key is rotated.';
+
+CREATE FUNCTION eventhub.notifier_pid()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'notifier_pid'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION eventhub.notifier_pid() IS
+'The process id of the notifier worker that announces what this database publishes (NULL when none does): a client takes the events a notification carries only from a notification this process sent.';
+
 CREATE FUNCTION eventhub.notification_mode()
 RETURNS text
 AS 'MODULE_PATHNAME', 'notification_mode'

@@ -22,6 +22,8 @@ GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid),
                           eventhub.snapshot_head(text),
                           eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid),
                           eventhub.notification_token(text),
+                          eventhub.notification_data_key(text),
+                          eventhub.notifier_pid(),
                           eventhub.heartbeat(text, jsonb, jsonb, text),
                           eventhub.deregister_replica(text)
   TO regress_eh_reader;

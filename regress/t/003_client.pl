@@ -189,9 +189,9 @@ sub logged_statements
 		'--after', '0', '--poll-interval', '600000', '--count', '30', '--timeout', '30');
 	my $pid = watcher_pid();
 	# Its first (and, in this test, last) poll is done: it is idle after
-	# reading organization_states.
+	# reading organization_states and then the data keys (eventhub.notifier_pid()).
 	wait_or_die('the watcher did not finish its first poll',
-		"SELECT state = 'idle' AND query LIKE '%organization_states%' FROM pg_stat_activity WHERE pid = $pid");
+		"SELECT state = 'idle' AND query LIKE '%notifier_pid%' FROM pg_stat_activity WHERE pid = $pid");
 	my $p = start_publisher();
 	# a rolled-back publish in the middle of the stream
 	feed($p, stream_sql(\@orgs, 15, 0.005)

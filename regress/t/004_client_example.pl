@@ -27,7 +27,7 @@ ok(IPC::Run::run([ 'cc', '-Wall', '-Wextra', '-Werror', "$examples/subscriber.c"
 			split(' ', pkg_config('--cflags', '--libs')), '-o', "$dir/subscriber" ], '>', \$out, '2>', \$err),
 	'the example builds with `cc subscriber.c $(pkg-config --cflags --libs eventhub)`') or diag($err);
 ok(IPC::Run::run([ 'cc', "$examples/subscriber.c", split(' ', pkg_config('--cflags')),
-			pkg_config('--variable=libdir') . '/libeventhub.a', '-lpq', '-o', "$dir/subscriber_static" ],
+			pkg_config('--variable=libdir') . '/libeventhub.a', '-lpq', '-lcrypto', '-o', "$dir/subscriber_static" ],
 		'>', \$out, '2>', \$err),
 	'the example links against the static library') or diag($err);
 ($out, $err) = run_command([ 'ldd', "$dir/subscriber_static" ]);

@@ -326,9 +326,14 @@ wait_for(what => 'a-1/3 delivered', watch => $w, lines => 3) or die 'a-1/3 was n
 su_wait('the watcher idle', "SELECT count(*) = 1 FROM pg_stat_activity WHERE $watcher AND state = 'idle'")
   or die 'the watcher is not idle';
 my $last_query = su("SELECT query_start FROM pg_stat_activity WHERE $watcher");
-$eve->{psql}->query_safe("NOTIFY eventhub, '$payloads[0]'");
-$eve->{psql}->query_safe(
-	qq{NOTIFY eventhub, '{"notification_token": "$token_a", "version_id": "00000000-0000-4000-8000-000000000000"}'});
+# (On both channels: the watcher listens on eventhub_events, which its role
+# may read the events of.)
+for my $channel (qw(eventhub eventhub_events))
+{
+	$eve->{psql}->query_safe("NOTIFY $channel, '$payloads[0]'");
+	$eve->{psql}->query_safe(
+		qq{NOTIFY $channel, '{"notification_token": "$token_a", "version_id": "00000000-0000-4000-8000-000000000000"}'});
+}
 su_wait('the watcher woken by the replay',
 	"SELECT query_start > '$last_query' AND state = 'idle' FROM pg_stat_activity WHERE $watcher")
   or die 'the replayed notification did not wake the watcher';

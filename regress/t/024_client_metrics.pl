@@ -125,7 +125,8 @@ ok( file_until(
 	'applied revision: the new head');
 ok(file_until('a notification', sub { ($m->{'eventhub_client_wakeups_total{source="notification"}'} // 0) >= 1 }),
 	'a wakeup by notification counted');
-cmp_ok($m->{'eventhub_client_fetches_total'}, '>=', 2, 'fetches counted');
+# The catch-up fetched; the two events came in their notifications.
+cmp_ok($m->{'eventhub_client_fetches_total'}, '>=', 1, 'fetches counted');
 is($m->{'eventhub_client_events_delivered_total'}, 5, 'events delivered counted');
 ok($complete, 'every read of the file found it complete');
 

@@ -366,7 +366,7 @@ sub heard
 sub wait_for_listening
 {
 	my ($node, $offset) = @_;
-	return $node->wait_for_log(qr/LISTEN eventhub\n.*notification_token/s, $offset);
+	return $node->wait_for_log(qr/LISTEN eventhub(?:_events)?\n.*notification_token/s, $offset);
 }
 
 # wait_for(%cond): true once the condition holds; false, with a diag naming
