@@ -8,7 +8,7 @@
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the numbers of the measurements to run (1-11, separated by
+#   BENCH_ONLY   the numbers of the measurements to run (1-12, separated by
 #                spaces or commas); default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
 #                "1 4 8 16 64")
@@ -47,7 +47,7 @@ if [ "${1:-}" != "--inner" ]; then
 	esac
 	only=${BENCH_ONLY:-}
 	case $only in *[!0-9,\ ]*)
-		echo "bench: BENCH_ONLY must list measurement numbers (1-11), not '$only'" >&2
+		echo "bench: BENCH_ONLY must list measurement numbers (1-12), not '$only'" >&2
 		exit 2
 		;;
 	esac
@@ -123,6 +123,8 @@ full)
 	METRICS_BLOCK=5 METRICS_BLOCKS=16   # publish with and without scrapes: blocks of seconds
 	FAN_PROCS=${BENCH_FAN_PROCS:-"1 4 8 16 64"}   # eventhub watch processes following one organization
 	FAN_RATE=200 FAN_EVENTS=1000
+	HIST_ORGS=1000 HIST_SIZES="10000 2000000"   # kept events of item 12
+	HIST_T=5 HIST_ROUNDS=3
 	;;
 smoke)
 	T_TPS=1
@@ -147,6 +149,8 @@ smoke)
 	METRICS_BLOCK=2 METRICS_BLOCKS=4
 	FAN_PROCS="1 4"
 	FAN_RATE=100 FAN_EVENTS=100
+	HIST_ORGS=100 HIST_SIZES="2000 20000"
+	HIST_T=1 HIST_ROUNDS=1
 	;;
 esac
 CHUNK_T=2
@@ -317,7 +321,7 @@ row "0. notification mode (eventhub.notification_mode())" "$mode"
 
 # ------------------------------------------- 1. publish vs bare INSERT and PgQ
 if want 1; then
-	say "1/11 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	say "1/12 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 	json1=()
 	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 		read -r c v fsync <<<"$point"
@@ -375,7 +379,7 @@ sub_run() {
 
 # ---------------------------------------- 2. publish-to-callback latency
 if want 2; then
-	say "2/11 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+	say "2/12 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
 	json2=()
 	for n in $LAT_SUBS; do
 		sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
@@ -400,7 +404,7 @@ fi
 
 # ------------------------------------------------- 3. cost of NOTIFY
 if want 3; then
-	say "3/11 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
+	say "3/12 publish throughput with 0 and $LISTENERS listening connections ($ROUNDS interleaved rounds)"
 	without=() with=() consumed=0
 	for ((r = 0; r < ROUNDS; r++)); do
 		tps_point "$out/notify_0_$r.log" -c 8 -j 2 -T "$T_TPS" -f "$work/publish_own.sql"
@@ -444,7 +448,7 @@ EOF
 # --------------------------------------------------- 4. catch-up and reads
 if want 4; then
 	small=$((CATCHUP / 10))
-	say "4/11 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+	say "4/12 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
 	load_backlog catchup-big "$CATCHUP" '0 s'
 	load_backlog catchup-small "$small" '0 s'
 	q -c "VACUUM ANALYZE eventhub.events" >/dev/null
@@ -477,7 +481,7 @@ fi
 # NEW_ORGS organizations; then, after ANALYZE, a fresh session creates as
 # many more.  A plan kept from the small table must not slow the first.
 if want 5; then
-	say "5/11 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+	say "5/12 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
 	tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
 	q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
 	tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
@@ -503,7 +507,7 @@ chunks() {
 # against p99 just before it.
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 logdir="$out/retlogs-$1" skip line t_reload t_done deleted xacts secs rps b99 c99 pr cpid
-	say "6/11 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/12 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -558,7 +562,7 @@ fi
 
 # ----------------------------------------------------- 7. poll fallback
 if want 7; then
-	say "7/11 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+	say "7/12 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
 	json6=()
 	for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
 		read -r poll rate t <<<"$spec"
@@ -586,7 +590,7 @@ entity_index_off() {
 	q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS eventhub.events_entity_idx" -c CHECKPOINT >/dev/null || fail "dropping events_entity_idx failed"
 }
 if want 8; then
-	say "8/11 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
+	say "8/12 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
 	printf '%s\n' "\\set e random(1, 100000)" \
 		"SELECT eventhub.publish_event('bench-' || :client_id, 'API', 'UPDATE', 'api-' || :e, NULL, '$data');" \
 		>"$work/publish_many.sql"
@@ -649,7 +653,7 @@ snap_build() {
 	done | PGDATABASE=snapshots q >/dev/null
 }
 if want 9; then
-	say "9/11 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+	say "9/12 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
 	# Retention of 1 s with compaction on, in force before the build, so that
 	# the worker's pass at this reload (over the postgres database) overlaps
 	# the build and not the measurements.  Two events of one entity there
@@ -854,7 +858,7 @@ scrape_ratio() {
 	}' "$1"
 }
 if want 10; then
-	say "10/11 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
+	say "10/12 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
 	q -c "CREATE DATABASE metrics" >/dev/null || fail "creating database metrics failed"
 	PGDATABASE=metrics q >/dev/null <<EOF || fail "setting up the metrics data set failed"
 CREATE EXTENSION eventhub;
@@ -980,7 +984,7 @@ fan_run() {
 	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
 }
 if want 11; then
-	say "11/11 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
+	say "11/12 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
 	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
 	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
 	json11=()
@@ -1012,6 +1016,83 @@ if want 11; then
 	done
 	reload_conf "ALTER SYSTEM RESET eventhub.notification_events"
 	jadd fan_out "[$(IFS=,; echo "${json11[*]}")]"
+fi
+
+# ------------------------------------------- 12. the cost of a long history
+# In a database of its own, HIST_ORGS organizations with each size of
+# HIST_SIZES kept events in all (loaded directly: what publish_event
+# writes, a generated correlation id being the event's version id), and
+# beside them bench.bare_events with the same rows, columns and indexes.
+# Each round: publish throughput (4 clients, a random organization each
+# time, correlation id NULL) and a bare INSERT of the same row (random
+# correlation id), HIST_T seconds each, alternating which goes first; then
+# pages of 100 events of events_since from random cursors (1 client).
+hist_load() {
+	local n=$1
+	PGDATABASE=history q >/dev/null <<EOF || fail "loading $n events failed"
+SET eventhub.protect_tables = off;
+TRUNCATE eventhub.events, eventhub.organization_states, bench.bare_events;
+INSERT INTO eventhub.events
+SELECT 'h-' || (g % $HIST_ORGS), g / $HIST_ORGS + 1, v, now(), now(), 'API', 'UPDATE', 'api-' || (g % 50), v::text,
+       '$data', g / $HIST_ORGS + 1
+  FROM (SELECT g, gen_random_uuid() AS v FROM generate_series(0, $n - 1) g) s;
+INSERT INTO eventhub.organization_states (organization_id, version_id, revision, updated_at)
+SELECT DISTINCT ON (organization_id) organization_id, version_id, revision, now()
+  FROM eventhub.events ORDER BY organization_id, revision DESC;
+INSERT INTO bench.bare_events SELECT * FROM eventhub.events;
+SELECT setval('bench.hist_revision', $n / $HIST_ORGS + 10);
+VACUUM ANALYZE eventhub.events;
+VACUUM ANALYZE eventhub.organization_states;
+VACUUM ANALYZE bench.bare_events;
+CHECKPOINT;
+EOF
+}
+if want 12; then
+	say "12/12 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
+	q -c "CREATE DATABASE history" >/dev/null || fail "creating database history failed"
+	PGDATABASE=history q >/dev/null <<EOF || fail "setting up database history failed"
+CREATE EXTENSION eventhub;
+CREATE SCHEMA bench;
+CREATE TABLE bench.bare_events (LIKE eventhub.events INCLUDING ALL);
+CREATE SEQUENCE bench.hist_revision;
+EOF
+	printf '%s\n' "\\set o random(0, $((HIST_ORGS - 1)))" \
+		"SELECT eventhub.publish_event('h-' || :o, 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/hist_publish.sql"
+	printf '%s\n' "\\set o random(0, $((HIST_ORGS - 1)))" \
+		"INSERT INTO bench.bare_events VALUES ('h-' || :o, nextval('bench.hist_revision'), gen_random_uuid(), now(), now(), 'API', 'UPDATE', 'weather-api', gen_random_uuid()::text, '$data', NULL);" \
+		>"$work/hist_bare.sql"
+	declare -A HPUB=() HBARE=() HREAD=() HSPREAD=()
+	json12=()
+	for n in $HIST_SIZES; do
+		hist_load "$n"
+		per=$((n / HIST_ORGS))
+		printf '%s\n' "\\set o random(0, $((HIST_ORGS - 1)))" "\\set r random(0, $((per > 100 ? per - 100 : 0)))" \
+			"SELECT count(*) FROM eventhub.events_since('h-' || :o, :r, 100);" >"$work/hist_read.sql"
+		pubs=() bares=() pairs=()
+		for ((r = 0; r < HIST_ROUNDS; r++)); do
+			for f in $( ((r % 2 == 0)) && echo "publish bare" || echo "bare publish"); do
+				PGDATABASE=history PGOPTIONS="$([ $f = bare ] && echo "-c eventhub.protect_tables=off")" \
+					tps_point "$out/hist_${n}_${f}_$r.log" -c 4 -j 2 -T "$HIST_T" -f "$work/hist_$f.sql"
+			done
+			pubs+=("$(tps_of "$out/hist_${n}_publish_$r.log")")
+			bares+=("$(tps_of "$out/hist_${n}_bare_$r.log")")
+			pairs+=("$(calc "${pubs[r]} / ${bares[r]}")")
+		done
+		PGDATABASE=history tps_point "$out/hist_${n}_read.log" -c 1 -T "$HIST_T" -f "$work/hist_read.sql"
+		HPUB[$n]=$(median "${pubs[@]}") HBARE[$n]=$(median "${bares[@]}")
+		HREAD[$n]=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out/hist_${n}_read.log")
+		HSPREAD[$n]="$(printf '%s\n' "${pairs[@]}" | sort -g | sed -n '1p;$p' | paste -sd-)"
+		ratio_row "12. publish/bare INSERT, $n kept events, 4 clients (rounds ${HSPREAD[$n]})" "${HPUB[$n]}" "${HBARE[$n]}" 0.9
+		row "12. events_since page of 100 from a random cursor, $n kept events, ms" "${HREAD[$n]}"
+		json12+=("{\"kept_events\": $n, \"organizations\": $HIST_ORGS, \"publish_tps\": ${HPUB[$n]}, \"bare_insert_tps\": ${HBARE[$n]}, \"round_ratios\": [$(IFS=,; echo "${pairs[*]}")], \"events_since_page_ms\": ${HREAD[$n]}}")
+	done
+	read -r small big <<<"$HIST_SIZES"
+	ratio_row "12. publish with $big kept events/with $small" "${HPUB[$big]}" "${HPUB[$small]}" 0.8
+	pr=$(calc "${HREAD[$big]} / ${HREAD[$small]}")
+	row "12. events_since page with $big kept events/with $small (time)" "$pr (${HREAD[$big]}/${HREAD[$small]} ms)" "<= 1.5" \
+		"$(awk "BEGIN { print ($pr <= 1.5) ? \"PASS\" : \"MISS\" }")"
+	jadd history "[$(IFS=,; echo "${json12[*]}")]"
+	q -c "DROP DATABASE history" >/dev/null || fail "dropping database history failed"
 fi
 
 cluster_stop "$work/cluster"
