@@ -13,7 +13,7 @@
  * owner), cut to 128 bits.  A reader asks eventhub.notification_token()
  * for the tokens of the organizations it follows, which needs read
  * privilege on them; version_id is the organization's version after the
- * transaction, a random UUID that tells a reader whether it has already
+ * transaction, a new UUID that tells a reader whether it has already
  * applied that state.  Neither the id nor a revision travels.
  */
 #include "postgres.h"

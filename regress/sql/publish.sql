@@ -16,10 +16,14 @@ SELECT organization_id, revision, event_type, action, entity_id, correlation_id,
   FROM eventhub.events ORDER BY organization_id, revision;
 SELECT organization_id, revision FROM eventhub.organization_states ORDER BY organization_id;
 
--- Each event carries a new version id (a random, version 4 UUID), and the
--- organization's version id is its head event's.
+-- Each event carries a new version id (a UUID laid out as version 7: the
+-- Unix time in milliseconds, then random bits), and the organization's
+-- version id is its head event's.
 SELECT count(*) AS events, count(DISTINCT version_id) AS distinct_versions,
-       bool_and(version_id::text ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') AS all_v4
+       bool_and(version_id::text ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') AS all_v7,
+       bool_and(('x' || substr(replace(version_id::text, '-', ''), 1, 12))::bit(48)::bigint
+                BETWEEN (extract(epoch FROM now()) * 1000)::bigint - 60000
+                    AND (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS all_stamped_now
   FROM eventhub.events;
 SELECT s.organization_id, s.version_id = e.version_id AS state_matches_head_event
   FROM eventhub.organization_states s
@@ -43,11 +47,16 @@ SELECT s.updated_at = e.processed_timestamp AS updated_at_matches
  WHERE s.organization_id = 'initech';
 COMMIT;
 
--- A NULL correlation id gets a generated UUID string, different each time.
+-- A NULL correlation id gets a generated UUID string (the event's version
+-- id), different each time, and the later sorts after the earlier (from
+-- another millisecond: the order within one millisecond is random).
 SELECT eventhub.publish_event('initech', 'API', 'UPDATE', 'a', NULL, '{}');
+SELECT pg_sleep(0.002);
 SELECT eventhub.publish_event('initech', 'API', 'UPDATE', 'a', NULL, '{}');
 SELECT count(DISTINCT correlation_id) AS distinct_generated,
-       bool_and(correlation_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') AS all_uuids
+       bool_and(correlation_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') AS all_uuids,
+       bool_and(correlation_id = version_id::text) AS the_version_ids,
+       (array_agg(correlation_id ORDER BY revision))[1] < (array_agg(correlation_id ORDER BY revision))[2] AS in_order
   FROM eventhub.events WHERE organization_id = 'initech' AND revision > 2;
 
 --
