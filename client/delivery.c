@@ -1079,9 +1079,8 @@ ehi_work_pending(const eh_client *c)
  * a rewritten history is left to the fetch, which raises ZE003).  Only
  * while nothing else is under way: no query out (one could be a fetch of
  * the same events, or a poll that compares heads with the cursor), no
- * batch held, no snapshot.  Returns 1 when they were delivered or were
- * all delivered already, 0 when the notification is a wake-up as any
- * other.
+ * batch held, no snapshot.  Returns 1 when they were delivered, 0 when
+ * the notification is a wake-up as any other.
  */
 static int
 deliver_sealed(eh_client *c, eh_sub *s, int pid, const char *token, const char *version,
@@ -1110,12 +1109,13 @@ deliver_sealed(eh_client *c, eh_sub *s, int pid, const char *token, const char *
 	}
 	first = strtoll(PQgetvalue(res, 0, COL_REVISION), NULL, 10);
 	last = strtoll(PQgetvalue(res, PQntuples(res) - 1, COL_REVISION), NULL, 10);
-	if (last <= s->cursor)
-	{
-		PQclear(res);
-		return 1;
-	}
-	if (first != s->cursor + 1 ||
+
+	/*
+	 * Events at or below the cursor say nothing of the history after it (a
+	 * failover may have rewritten it): the notification's version decides,
+	 * as for any other, whether to fetch.
+	 */
+	if (first != s->cursor + 1 || last <= s->cursor ||
 		(first > 1 && (!s->version[0] || strcmp(previous, s->version) != 0)))
 	{
 		PQclear(res);
@@ -1178,7 +1178,7 @@ ehi_drain_notifications(eh_client *c)
 				else if (s && s->cursor < 0 && !s->wants_snapshot)
 					c->link.next_poll_at = 0;
 				else if (s && sealed && deliver_sealed(c, s, n->be_pid, token, version, sealed))
-					;			/* delivered, or nothing new */
+					;			/* delivered */
 				else if (s && ehi_versions_notified(&s->seen, version))
 					s->needs_fetch = 1;
 				else if (!s && c->all.on)
