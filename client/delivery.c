@@ -855,15 +855,7 @@ handle_keys(eh_client *c, PGresult *res)
 		if (!s || PQgetisnull(res, row, 2) || strncmp(hex, "\\x", 2) != 0 ||
 			strlen(hex) != 2 + 2 * EHI_DATA_KEY_BYTES)
 			continue;
-		for (int i = 0; i < EHI_DATA_KEY_BYTES; i++)
-		{
-			unsigned	v;
-
-			if (sscanf(hex + 2 + 2 * i, "%2x", &v) != 1)
-				break;
-			s->data_key[i] = (unsigned char) v;
-			s->has_key = i == EHI_DATA_KEY_BYTES - 1;
-		}
+		s->has_key = ehi_hex_bytes(hex + 2, s->data_key, EHI_DATA_KEY_BYTES) == 0;
 	}
 	c->link.notifier_pid = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ?
 		atoi(PQgetvalue(res, 0, 0)) : 0;

@@ -85,6 +85,9 @@ enum
  * organization's first).  NULL when they do not open (another key,
  * altered, forged) or are malformed.
  */
+/* 2*n lower-case hex digits (dashes skipped) into n bytes; -1 if malformed. */
+int			ehi_hex_bytes(const char *hex, unsigned char *out, int n);
+
 /*
  * Readies OpenSSL's cipher ahead of the first notification: its first use
  * in a process takes milliseconds (loading the provider), which would

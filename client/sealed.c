@@ -92,9 +92,8 @@ b64_decode(const char *in, size_t *outlen)
 	return out;
 }
 
-/* 2*n lower-case hex digits (dashes skipped) into n bytes; -1 if malformed. */
-static int
-hex_bytes(const char *hex, unsigned char *out, int n)
+int
+ehi_hex_bytes(const char *hex, unsigned char *out, int n)
 {
 	for (int i = 0; i < n; i++)
 	{
@@ -318,7 +317,7 @@ ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *org,
 	EVP_CIPHER_CTX *ctx;
 	PGresult   *res = NULL;
 
-	if (hex_bytes(token, aad, 16) != 0 || hex_bytes(version_id, aad + 16, 16) != 0)
+	if (ehi_hex_bytes(token, aad, 16) != 0 || ehi_hex_bytes(version_id, aad + 16, 16) != 0)
 		return NULL;
 	raw = b64_decode(sealed, &rawlen);
 	if (!raw)

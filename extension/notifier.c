@@ -146,6 +146,70 @@ UnixMicros(TimestampTz t)
 }
 
 /*
+ * Lays out the events read (tab, n rows from revision from: the event
+ * before the first announced one when skip is 1) into plain, as
+ * protocol.md describes; false when they are not the ones announced or do
+ * not fit.
+ */
+static bool
+LayOutEvents(PendingNotify *p, int64 from, uint64 skip, SPITupleTable *tab, uint64 n)
+{
+	resetStringInfo(&plain);
+	appendStringInfoChar(&plain, SEALED_FORMAT);
+	PutInt64(&plain, UnixMicros(GetCurrentTimestamp()));
+
+	/*
+	 * The version of the event before the first: a reader delivers them only
+	 * if that is the version at its cursor, as transactions_since checks
+	 * after_version (a history rewritten by a failover).
+	 */
+	appendStringInfoChar(&plain, skip ? 1 : 0);
+	if (skip)
+	{
+		bool		isnull;
+
+		appendBinaryStringInfo(&plain,
+							   (const char *) DatumGetUUIDP(SPI_getbinval(tab->vals[0], tab->tupdesc, 2,
+																		  &isnull))->data,
+							   UUID_LEN);
+	}
+	appendStringInfoChar(&plain, (char) ((n - skip) >> 8));
+	appendStringInfoChar(&plain, (char) (n - skip));
+	for (uint64 i = skip; i < n; i++)
+	{
+		HeapTuple	tuple = tab->vals[i];
+		TupleDesc	desc = tab->tupdesc;
+		bool		isnull;
+		int64		revision = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		pg_uuid_t  *version = DatumGetUUIDP(SPI_getbinval(tuple, desc, 2, &isnull));
+		bool		ends = true;
+
+		if (revision != from + (int64) i)
+			return false;
+		if (i + 1 == n && memcmp(version, &p->version, UUID_LEN) != 0)
+			return false;		/* not the state announced */
+		if (i + 1 < n)
+		{
+			HeapTuple	next = tab->vals[i + 1];
+
+			ends = DatumGetInt64(SPI_getbinval(next, desc, 10, &isnull)) ==
+				DatumGetInt64(SPI_getbinval(next, desc, 1, &isnull));
+		}
+		PutInt64(&plain, revision);
+		PutInt64(&plain, DatumGetInt64(SPI_getbinval(tuple, desc, 10, &isnull)));
+		appendStringInfoChar(&plain, ends ? 1 : 0);
+		appendBinaryStringInfo(&plain, (const char *) version->data, UUID_LEN);
+		PutInt64(&plain, UnixMicros(DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull))));
+		PutInt64(&plain, UnixMicros(DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull))));
+		for (int col = 5; col <= 9; col++)
+			PutText(&plain, SPI_getbinval(tuple, desc, col, &isnull));
+		if (plain.len > NOTIFIER_SEAL_MAX_BYTES)
+			return false;
+	}
+	return true;
+}
+
+/*
  * Seals the events p announces into sealed (base64), as protocol.md lays
  * them out; false when they cannot travel: not all kept (retention), more
  * than fit, or the version read is not the one announced.  Runs in the
@@ -161,9 +225,9 @@ SealEvents(PendingNotify *p)
 	uint8		key[EVENTHUB_DATA_KEY_BYTES];
 	uint8		aad[EVENTHUB_TOKEN_BYTES + UUID_LEN];
 	int			ret;
-	uint64		n;
 	int64		from = p->first > 1 ? p->first - 1 : p->first;
 	uint64		skip;
+	bool		ok;
 
 	values[0] = PointerGetDatum(cstring_to_text_with_len(p->org, p->orglen));
 	values[1] = Int64GetDatum(from);
@@ -184,63 +248,12 @@ SealEvents(PendingNotify *p)
 		elog(ERROR, "eventhub: reading the announced events failed: %s", SPI_result_code_string(ret));
 	/* Every event announced, and the one before (its version: see below). */
 	skip = from < p->first ? 1 : 0;
-	n = SPI_processed;
-	if (n != (uint64) (p->last - from + 1))
+	ok = SPI_processed == (uint64) (p->last - from + 1) &&
+		LayOutEvents(p, from, skip, SPI_tuptable, SPI_processed);
+	/* Freed now: a batch reads for up to NOTIFIER_BATCH organizations. */
+	SPI_freetuptable(SPI_tuptable);
+	if (!ok)
 		return false;
-
-	resetStringInfo(&plain);
-	appendStringInfoChar(&plain, SEALED_FORMAT);
-	PutInt64(&plain, UnixMicros(GetCurrentTimestamp()));
-
-	/*
-	 * The version of the event before the first: a reader delivers them only
-	 * if that is the version at its cursor, as transactions_since checks
-	 * after_version (a history rewritten by a failover).
-	 */
-	appendStringInfoChar(&plain, skip ? 1 : 0);
-	if (skip)
-	{
-		bool		isnull;
-
-		appendBinaryStringInfo(&plain,
-							   (const char *) DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[0],
-																		  SPI_tuptable->tupdesc, 2,
-																		  &isnull))->data,
-							   UUID_LEN);
-	}
-	appendStringInfoChar(&plain, (char) ((n - skip) >> 8));
-	appendStringInfoChar(&plain, (char) (n - skip));
-	for (uint64 i = skip; i < n; i++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		int64		revision = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-		pg_uuid_t  *version = DatumGetUUIDP(SPI_getbinval(tuple, desc, 2, &isnull));
-		bool		ends = true;
-
-		if (revision != from + (int64) i)
-			return false;
-		if (i + 1 == n && memcmp(version, &p->version, UUID_LEN) != 0)
-			return false;		/* not the state announced */
-		if (i + 1 < n)
-		{
-			HeapTuple	next = SPI_tuptable->vals[i + 1];
-
-			ends = DatumGetInt64(SPI_getbinval(next, desc, 10, &isnull)) ==
-				DatumGetInt64(SPI_getbinval(next, desc, 1, &isnull));
-		}
-		PutInt64(&plain, revision);
-		PutInt64(&plain, DatumGetInt64(SPI_getbinval(tuple, desc, 10, &isnull)));
-		appendStringInfoChar(&plain, ends ? 1 : 0);
-		appendBinaryStringInfo(&plain, (const char *) version->data, UUID_LEN);
-		PutInt64(&plain, UnixMicros(DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull))));
-		PutInt64(&plain, UnixMicros(DatumGetTimestampTz(SPI_getbinval(tuple, desc, 4, &isnull))));
-		for (int col = 5; col <= 9; col++)
-			PutText(&plain, SPI_getbinval(tuple, desc, col, &isnull));
-		if (plain.len > NOTIFIER_SEAL_MAX_BYTES)
-			return false;
-	}
 	EventhubDataKey(p->org, p->orglen, key);
 	memcpy(aad, p->token, EVENTHUB_TOKEN_BYTES);
 	memcpy(aad + EVENTHUB_TOKEN_BYTES, p->version.data, UUID_LEN);
