@@ -27,9 +27,11 @@
  *       One client following ORG from revision 0 until its cursor is EXPECT:
  *       events per second and peak RSS (getrusage ru_maxrss).
  *
- *   eh_bench listen -n CONNS [-r READY_FILE]
+ *   eh_bench listen -n CONNS [-l 0|1] [-r READY_FILE]
  *       CONNS plain libpq connections that LISTEN eventhub and consume
  *       notifications, nothing else, until stdin reaches end of file.
+ *       With -l 0 they do not LISTEN: idle connections, for the cost of
+ *       the connections apart from the cost of listening.
  *
  *   eh_bench pctl [-f FROM_EPOCH_S] [-u UNTIL_EPOCH_S] PGBENCH_LOG...
  *       Percentiles of the latencies in pgbench -l logs, optionally only
@@ -427,7 +429,7 @@ run_catchup(const char *org, long long expect)
 /* ------------------------------------------------------------- listen */
 
 static int
-run_listen(int n, const char *ready_file)
+run_listen(int n, int listen, const char *ready_file)
 {
 	PGconn	  **conns = calloc(n, sizeof(PGconn *));
 	struct pollfd *pfd = calloc(n + 1, sizeof(struct pollfd));
@@ -442,8 +444,8 @@ run_listen(int n, const char *ready_file)
 		conns[i] = PQconnectdb("");
 		if (PQstatus(conns[i]) != CONNECTION_OK)
 			die("connect: %s", PQerrorMessage(conns[i]));
-		res = PQexec(conns[i], "LISTEN eventhub");
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		res = PQexec(conns[i], listen ? "LISTEN eventhub" : "SELECT 1");
+		if (PQresultStatus(res) != (listen ? PGRES_COMMAND_OK : PGRES_TUPLES_OK))
 			die("LISTEN: %s", PQerrorMessage(conns[i]));
 		PQclear(res);
 	}
@@ -1112,7 +1114,7 @@ usage(void)
 			"usage: eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY] [-L LATFILE] [-t DRAIN_S]\n"
 			"       eh_bench stamp -e LINES [-r READY] [-D DONE] [-L LATFILE] [-t DRAIN_S] FIFO...\n"
 			"       eh_bench catchup -o ORG -e EXPECT\n"
-			"       eh_bench listen -n CONNS [-r READY]\n"
+			"       eh_bench listen -n CONNS [-l 0|1] [-r READY]\n"
 			"       eh_bench pctl [-f FROM_EPOCH] [-u UNTIL_EPOCH] PGBENCH_LOG...\n"
 			"       eh_bench select -o ORG -e EXPECT [-c FETCH] [-s]\n"
 			"       eh_bench snapshot-sql -o ORG -e EXPECT [-P PAGE]\n"
@@ -1203,7 +1205,7 @@ main(int argc, char **argv)
 	if (strcmp(mode, "catchup") == 0 && org && expect > 0)
 		return run_catchup(org, expect);
 	if (strcmp(mode, "listen") == 0)
-		return run_listen(n, ready);
+		return run_listen(n, sub_listen, ready);
 	if (strcmp(mode, "select") == 0 && org && expect > 0)
 		return run_select(org, expect, fetch, ordered);
 	if (strcmp(mode, "snapshot-sql") == 0 && org && expect > 0)
