@@ -326,7 +326,7 @@ if want 1; then
 	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 		read -r c v fsync <<<"$point"
 		scripts=("bare_$v.sql" "publish_$v.sql" pgq.sql)
-		[ "$v" = own ] && [ "$fsync" = off ] && scripts+=(floor_own.sql)
+		[ "$v" = own ] && scripts+=(floor_own.sql)
 		[ "$fsync" = on ] && reload_conf "ALTER SYSTEM SET fsync = on"
 		tps_rounds "${c}_${v}_fsync_$fsync" "$c" "${scripts[@]}"
 		[ "$fsync" = on ] && reload_conf "ALTER SYSTEM RESET fsync"
@@ -338,7 +338,7 @@ if want 1; then
 		ratio_row "1. publish/bare INSERT, $label" "$pub" "$bare" "$tgt"
 		r_bare=$RATIO
 		tgt=
-		[ "$c" = 8 ] && [ $v = own ] && tgt=0.8
+		[ "$c" = 8 ] && [ $v = own ] && tgt=0.9
 		ratio_row "1. publish/PgQ insert_event, $label" "$pub" "$pgq" "$tgt"
 		r_pgq=$RATIO
 		floor=null r_floor=null
@@ -346,6 +346,13 @@ if want 1; then
 			floor=${TPS[floor_own.sql]}
 			ratio_row "1. (floor) its UPDATE + INSERT as one plain statement/bare, $label" "$floor" "$bare"
 			r_floor=$RATIO
+			# What any publish that keeps the contract (a gapless revision per
+			# organization, unique correlation ids) can reach against PgQ,
+			# whose event tables have one index (on the transaction id) and
+			# no per-queue row to update: two rows and three index entries a
+			# publish, against one row and one entry.
+			ratio_row "1. (ceiling) the floor/PgQ insert_event, $label" "$floor" "$pgq"
+			ratio_row "1. (ceiling) bare INSERT/PgQ insert_event, $label" "$bare" "$pgq"
 		fi
 		json1+=("{\"clients\": $c, \"organizations\": \"$v\", \"fsync\": \"$fsync\", \"publish_tps\": $pub, \"bare_insert_tps\": $bare, \"pgq_tps\": $pgq, \"floor_tps\": $floor, \"ratio_bare\": $r_bare, \"ratio_pgq\": $r_pgq, \"ratio_floor\": $r_floor}")
 	done
