@@ -103,4 +103,27 @@ SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', NULL, '{}');
 SELECT revision FROM eventhub.events_since('acme', 7);
 
+-- A batch's rows wait in memory the backend keeps from one query to the
+-- next.  Two sets in one query, a set read again for each outer row, a
+-- cursor that holds one open while others are read, and a query that fails
+-- halfway each read their own rows, and the next query finds the memory
+-- free again.
+SELECT eventhub.register_organization('kept') IS NOT NULL AS registered;
+SELECT count(eventhub.publish_event('kept', 'API', 'UPDATE', 'api-' || g, NULL, jsonb_build_object('g', g)))
+  FROM generate_series(1, 30) g;
+SELECT count(*), sum(a.revision), sum(b.revision), bool_and(a.event_data = b.event_data)
+  FROM eventhub.events_since('kept', 0) a JOIN eventhub.events_since('kept', 10) b USING (revision);
+SELECT o, (SELECT string_agg(revision::text, ',') FROM eventhub.events_since('kept', o, 3)) AS revisions
+  FROM generate_series(0, 27, 9) o;
+BEGIN;
+DECLARE held CURSOR FOR SELECT revision, event_data->>'g' AS g FROM eventhub.events_since('kept', 0);
+FETCH 2 FROM held;
+SELECT min(revision), max(revision), count(*) FROM eventhub.events_since('kept', 20);
+FETCH 2 FROM held;
+COMMIT;
+SELECT revision, 1 / (revision - 5) FROM eventhub.events_since('kept', 0);
+SELECT count(*), min(revision), max(revision), sum((event_data->>'g')::int)
+  FROM eventhub.events_since('kept', 0);
+SELECT revision, event_data FROM eventhub.transactions_since('kept', 28);
+
 DROP EXTENSION eventhub;
