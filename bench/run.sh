@@ -110,7 +110,7 @@ full)
 	T_READ=4
 	NEW_ORGS=100000
 	RETENTION=500000
-	RET_CLIENTS=2 RET_RATE=500 RET_BASE_CHUNKS=4   # 2 s chunks
+	RET_CLIENTS=2 RET_RATE=500 RET_BASE_CHUNKS=10   # 2 s chunks: 10,000 publishes before the cleanup
 	POLLERS=16
 	POLL_SLOW_RATE=20 POLL_SLOW_T=8
 	POLL_FAST_RATE=50 POLL_FAST_T=4
@@ -462,17 +462,20 @@ if want 3; then
 	jadd notify_cost "{\"clients\": 8, \"listeners\": $LISTENERS, \"tps_without\": $t0, \"tps_with\": $tn, \"tps_with_idle_connections\": $ti, \"ratio\": $rw, \"ratio_idle_connections\": $ri, \"paired_ratios\": [$(IFS=,; echo "${r_with[*]}")], \"notifications_consumed\": $CONSUMED}"
 fi
 
-# load_backlog ORG N AGE: N events at revisions 1..N, processed AGE ago,
-# inserted directly (as superuser, with the write guard off), with
-# organization_states at the head event's revision and version.
+# load_backlog ORG N AGE: N events at revisions 1..N, the last processed
+# AGE ago and each one a millisecond after the one before (as publish_event
+# stamps them: its clock at each event, never two alike), inserted directly
+# (as superuser, with the write guard off), with organization_states at the
+# head event's revision and version.
 load_backlog() {
 	q <<EOF || fail "loading $2 events failed"
 SET eventhub.protect_tables = off;
 INSERT INTO eventhub.events
-SELECT '$1', g, gen_random_uuid(), now() - interval '$3', now() - interval '$3', 'API', 'UPDATE',
+SELECT '$1', g, gen_random_uuid(), t.ts, t.ts, 'API', 'UPDATE',
        'api-' || (g % 500), '$1-' || g,
        jsonb_build_object('context', '/weather', 'version', 'v2', 'n', g)
-  FROM generate_series(1, $2) g;
+  FROM generate_series(1, $2) g,
+       LATERAL (SELECT now() - interval '$3' - ($2 - g) * interval '1 ms') AS t(ts);
 INSERT INTO eventhub.organization_states
 SELECT organization_id, version_id, revision, now() FROM eventhub.events
  WHERE organization_id = '$1' AND revision = $2;
@@ -601,6 +604,12 @@ retention_point() {
 if want 6; then
 	retention_point default "defaults (batch 10000, the worker paces itself)" 10000 -1
 	retention_point gentle "batch 2000, delay 50ms" 2000 50
+	# Where the disk is what publishers and the worker share: three runs.
+	reload_conf "ALTER SYSTEM SET fsync = on"
+	for k in 1 2 3; do
+		retention_point "fsync_on_$k" "defaults, fsync on, run $k of 3" 10000 -1
+	done
+	reload_conf "ALTER SYSTEM RESET fsync"
 	reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"
 fi
 
