@@ -349,7 +349,7 @@ if want 1; then
 			# What any publish that keeps the contract (a gapless revision per
 			# organization, unique correlation ids) can reach against PgQ,
 			# whose event tables have one index (on the transaction id) and
-			# no per-queue row to update: two rows and three index entries a
+			# no per-queue row to update: two rows and four index entries a
 			# publish, against one row and one entry.
 			ratio_row "1. (ceiling) the floor/PgQ insert_event, $label" "$floor" "$pgq"
 			ratio_row "1. (ceiling) bare INSERT/PgQ insert_event, $label" "$bare" "$pgq"
