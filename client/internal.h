@@ -76,15 +76,6 @@ enum
 	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
 };
 
-/*
- * Opens the "events" of a notification (base64 of nonce, AES-256-GCM
- * ciphertext and tag) under key, bound to the notification's token and
- * version, and lays them out as the rows of a fetch of organization org
- * (COL_ORG to COL_HEAD): a PGresult the caller clears; previous gets the
- * version_id of the event before the first ("" when the first is the
- * organization's first).  NULL when they do not open (another key,
- * altered, forged) or are malformed.
- */
 /* 2*n lower-case hex digits (dashes skipped) into n bytes; -1 if malformed. */
 int			ehi_hex_bytes(const char *hex, unsigned char *out, int n);
 
@@ -94,6 +85,16 @@ int			ehi_hex_bytes(const char *hex, unsigned char *out, int n);
  * otherwise fall on the first event's delivery.
  */
 void		ehi_sealed_prepare(void);
+
+/*
+ * Opens the "events" of a notification (base64 of nonce, AES-256-GCM
+ * ciphertext and tag) under key, bound to the notification's token and
+ * version, and lays them out as the rows of a fetch of organization org
+ * (COL_ORG to COL_HEAD): a PGresult the caller clears; previous gets the
+ * version_id of the event before the first ("" when the first is the
+ * organization's first).  NULL when they do not open (another key,
+ * altered, forged) or are malformed.
+ */
 PGresult   *ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *org,
 							const char *token, const char *version_id, const char *sealed,
 							char previous[EH_VERSION_ID_LEN + 1]);
