@@ -35,7 +35,9 @@
  *
  *   eh_bench pctl [-f FROM_EPOCH_S] [-u UNTIL_EPOCH_S] PGBENCH_LOG...
  *       Percentiles of the latencies in pgbench -l logs, optionally only
- *       for transactions that completed within [FROM, UNTIL].
+ *       for transactions that completed within [FROM, UNTIL].  A log's
+ *       last line without its newline (pgbench ended by a signal) is
+ *       skipped.
  *
  *   eh_bench select -o ORG -e EXPECT [-c FETCH] [-s]
  *       The baseline of a snapshot: the organization's rows of
@@ -678,6 +680,9 @@ run_pctl(int nfiles, char **files, double from, double until)
 						eus;
 			double		t;
 
+			/* A last line cut short (pgbench ended by a signal): skipped. */
+			if (strchr(line, '\n') == NULL)
+				continue;
 			if (sscanf(line, "%ld %ld %lf %ld %lld %lld", &client, &xact, &lat_us, &script, &es, &eus) != 6)
 				continue;		/* "skipped" transactions and the like */
 			t = es + eus / 1e6;
