@@ -541,18 +541,29 @@ fi
 # on the others (the postmaster too, so that a backend it forks later
 # inherits its set; pgbench is started on them).
 # pin_restore: every cluster process back on every CPU.
-pin_apart() {
-	local last=$(($(nproc) - 1)) pm p
+# cluster_pids: the postmaster and its children (from /proc: no procps).
+cluster_pids() {
+	local pm f st fields
 	pm=$(head -1 "$PGDATA/postmaster.pid")
-	for p in "$pm" $(pgrep -P "$pm"); do
-		[ "$p" = "$1" ] || taskset -a -p -c "0-$((last - 1))" "$p" >/dev/null || return 1
+	echo "$pm"
+	for f in /proc/[0-9]*/stat; do
+		st=$(<"$f") 2>/dev/null || continue
+		read -r -a fields <<<"${st##*) }"
+		if [ "${fields[1]}" = "$pm" ]; then f=${f#/proc/} && echo "${f%/stat}"; fi
+	done
+	return 0
+}
+pin_apart() {
+	local last=$(($(nproc) - 1)) p
+	for p in $(cluster_pids); do
+		# A process that ended meanwhile is no failure.
+		[ "$p" = "$1" ] || taskset -a -p -c "0-$((last - 1))" "$p" >/dev/null 2>&1 || [ ! -d "/proc/$p" ] || return 1
 	done
 	taskset -p -c "$last" "$1" >/dev/null
 }
 pin_restore() {
-	local pm p
-	pm=$(head -1 "$PGDATA/postmaster.pid")
-	for p in "$pm" $(pgrep -P "$pm"); do
+	local p
+	for p in $(cluster_pids); do
 		taskset -a -p -c "0-$(($(nproc) - 1))" "$p" >/dev/null 2>&1 || true
 	done
 }
