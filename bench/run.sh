@@ -537,10 +537,6 @@ if want 5; then
 fi
 
 # ------------------------------------------------------- 6. retention
-# pin_apart WORKER_PID: the worker on the last CPU, the rest of the cluster
-# on the others (the postmaster too, so that a backend it forks later
-# inherits its set; pgbench is started on them).
-# pin_restore: every cluster process back on every CPU.
 # cluster_pids: the postmaster and its children (from /proc: no procps).
 cluster_pids() {
 	local pm f st fields
@@ -553,6 +549,9 @@ cluster_pids() {
 	done
 	return 0
 }
+# pin_apart WORKER_PID: the worker on the last CPU, the rest of the cluster
+# on the others (the postmaster too, so that a backend it forks later
+# inherits its set; pgbench is started on them).
 pin_apart() {
 	local last=$(($(nproc) - 1)) p
 	for p in $(cluster_pids); do
@@ -561,6 +560,7 @@ pin_apart() {
 	done
 	taskset -p -c "$last" "$1" >/dev/null
 }
+# pin_restore: every cluster process back on every CPU.
 pin_restore() {
 	local p
 	for p in $(cluster_pids); do
