@@ -223,6 +223,13 @@ sub lines_of
 sub applied { my ($c, $org) = @_; lines_of($c); return $c->{applied}{$org} // 0; }
 
 sub resyncs { my ($c) = @_; lines_of($c); return $c->{resyncs} // 0; }
+# A consumer's resyncs so far, "organization (reason) at head" each, to
+# tell why when one was not expected.
+sub resync_reasons
+{
+	my ($c) = @_;
+	return join ', ', map { "$_->[1] ($_->[3]) at $_->[2]" } grep { $_->[0] eq 'RESYNC' } lines_of($c);
+}
 
 # Publishers.
 my %pub;
@@ -320,7 +327,7 @@ ok(publishing_after('A', $t0), 'A: publishing resumes on the new leader');
 $timing{A} = { publish => outage($t0), caught_up => caught_up('A', $t0, @running, $sleeper) };
 my ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "A: every acknowledged event is there ($n acknowledged)");
-is(resyncs($_), 0, "A: $_->{name}: no resync") for @running, $sleeper;
+is(resyncs($_), 0, "A: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_)) for @running, $sleeper;
 workers_on_leader_only('A');
 
 # B. Synchronous mode, then the leader crashes.
@@ -344,7 +351,7 @@ ok(publishing_after('B', $t0), 'B: publishing resumes on the new leader');
 $timing{B} = { leader => $t_writable, publish => outage($t0), caught_up => caught_up('B', $t0, @running, $sleeper) };
 ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "B: synchronous: every acknowledged event is there ($n acknowledged)");
-is(resyncs($_), 0, "B: $_->{name}: no resync") for @running, $sleeper;
+is(resyncs($_), 0, "B: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_)) for @running, $sleeper;
 workers_on_leader_only('B', $crashed);
 
 # rejoin(STEP, NODE): NODE's Patroni started again; waits until the leader
