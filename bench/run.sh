@@ -184,14 +184,15 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int(
 # Every wait below is on a condition; its bound only stops a run that hangs,
 # so it is generous (minutes) and never what a measurement depends on.
 WAIT_LIMIT=${BENCH_WAIT_LIMIT:-600}
-# wait_until WHAT CMD...: runs CMD until it succeeds; fails the run after
-# WAIT_LIMIT seconds, naming WHAT.
+# wait_until WHAT CMD...: runs CMD until it succeeds, every WAIT_STEP
+# seconds (0.05 unless set); fails the run after WAIT_LIMIT seconds,
+# naming WHAT.
 wait_until() {
 	local what=$1 end=$((SECONDS + WAIT_LIMIT))
 	shift
 	until "$@"; do
 		[ $SECONDS -lt $end ] || fail "waited $WAIT_LIMIT s for $what"
-		sleep 0.05
+		sleep "${WAIT_STEP:-0.05}"
 	done
 }
 wait_file() { # wait_file FILE PID: until FILE exists; 1 if PID died first
@@ -577,7 +578,7 @@ pin_restore() {
 # seconds, as this did before, put them in both windows.  With "pinned",
 # the worker runs on a CPU of its own for both windows (pin_apart).
 retention_point() {
-	local name=$1 label=$2 batch=$3 delay=$4 pinned=${5:-} logdir="$out/retlogs-$1" skip line k t_base t_reload t_done deleted xacts secs rps b99 c99 pr ppid wpid
+	local name=$1 label=$2 batch=$3 delay=$4 pinned=${5:-} logdir="$out/retlogs-$1" skip line t_base t_reload t_done deleted xacts secs rps b99 c99 pr ppid wpid
 	say "6/12 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
@@ -592,10 +593,11 @@ retention_point() {
 		pin_apart "$wpid" || fail "could not pin the cluster's processes"
 	fi
 	# Runs until stopped below (its bound only ends a run that hangs).
-	${pinned:+taskset -c "0-$(($(nproc) - 2))"} "$PG_BINDIR/pgbench" -n -M prepared -c "$RET_CLIENTS" -j "$(pgjobs "$RET_CLIENTS")" \
-		-R "$RET_RATE" -T $((WAIT_LIMIT * 2)) -l --log-prefix="$logdir/pub" -f "$work/publish_own.sql" >"$logdir/pub.out" 2>&1 &
+	pgb -c "$RET_CLIENTS" -j "$(pgjobs "$RET_CLIENTS")" -R "$RET_RATE" -T $((WAIT_LIMIT * 2)) -l \
+		--log-prefix="$logdir/pub" -f "$work/publish_own.sql" >"$logdir/pub.out" 2>&1 &
 	ppid=$!
 	bgpids+=("$ppid")
+	[ -z "$pinned" ] || taskset -a -p -c "0-$(($(nproc) - 2))" "$ppid" >/dev/null || fail "could not pin pgbench"
 	wait_until "the publishers of the retention point to connect" pgbench_connected "$RET_CLIENTS"
 	# The baseline: RET_BASE_S seconds of the same sessions just before the
 	# cleanup, from their second second on.
@@ -609,13 +611,12 @@ retention_point() {
 	# looking once a second (a look forks three processes: looking 20
 	# times a second took a fifth of a core from the publishers).
 	line=
-	for ((k = 0; k < WAIT_LIMIT; k++)); do
+	retention_logged() {
 		line=$(grep 'eventhub retention deleted' "$work/cluster/server.log" | tail -n +$((skip + 1)) | head -1 || true)
-		[ -n "$line" ] && break
-		kill -0 "$ppid" 2>/dev/null || fail "pgbench ended during retention: $(tail -3 "$logdir/pub.out")"
-		sleep 1
-	done
-	[ -n "$line" ] || fail "no 'eventhub retention deleted' line in the server log after $WAIT_LIMIT s"
+		[ -n "$line" ] || ! kill -0 "$ppid" 2>/dev/null
+	}
+	WAIT_STEP=1 wait_until "the worker to log the retention pass" retention_logged
+	[ -n "$line" ] || fail "pgbench ended during retention: $(tail -3 "$logdir/pub.out")"
 	# pgbench ends on SIGTERM without writing what it buffered (under a
 	# second of transactions, all after the cleanup); pctl skips a line cut short.
 	sleep 3
