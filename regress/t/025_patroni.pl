@@ -314,6 +314,30 @@ sub check_acks
 }
 sub all_acks { return map { my $p = $_; map { [ $p->{org}, $_->[0], $_->[1] ] } acks($p) } values %pub; }
 
+# What a consumer had applied of the organization of each of its resyncs
+# just before it (revision:version), against the leader's rows now and the
+# publishers' log, to tell a needed resync from a needless one.
+sub resync_context
+{
+	my ($c) = @_;
+	my @l = lines_of($c);
+	my @out;
+	for my $i (grep { $l[$_][0] eq 'RESYNC' } 0 .. $#l)
+	{
+		my ($org, $head) = @{ $l[$i] }[ 1, 2 ];
+		my @before = grep { $_->[0] eq 'EVENT' && $_->[1] eq $org && $_->[2] >= $head - 1 } @l[ 0 .. $i - 1 ];
+		my $leader_rows = sql_on(leader(), "SELECT string_agg(revision || ':' || version_id, ' ' ORDER BY revision) FROM eventhub.events"
+			  . " WHERE organization_id = '$org' AND revision BETWEEN " . ($head - 1) . ' AND ' . ($head + 3)) // "($@)";
+		my ($kind) = $org =~ /^pub-(cli|sql)$/;
+		my $log = $kind ? join(' | ', grep { /^(ACK|RETRY) \S+ (\d+)/ } split /\n/, slurp_file($pub{$kind}{log})) : '';
+		$log = join(' | ', grep { /^ACK \S+ (\d+)/ ? $1 >= $head - 1 && $1 <= $head + 3 : /^RETRY/ } split / \| /, $log);
+		push @out, "resync of $org at $head; applied before it: "
+		  . join(' ', map { "$_->[2]:$_->[3]" } @before)
+		  . "; the leader now: $leader_rows; publisher: $log";
+	}
+	return join "\n", @out;
+}
+
 ok(publishing_after('start', time), 'both publishers publish through the multi-host conninfo');
 caught_up('start', time, @running, $sleeper);
 
@@ -327,7 +351,7 @@ ok(publishing_after('A', $t0), 'A: publishing resumes on the new leader');
 $timing{A} = { publish => outage($t0), caught_up => caught_up('A', $t0, @running, $sleeper) };
 my ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "A: every acknowledged event is there ($n acknowledged)");
-is(resyncs($_), 0, "A: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_)) for @running, $sleeper;
+is(resyncs($_), 0, "A: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_) . "\n" . resync_context($_)) for @running, $sleeper;
 workers_on_leader_only('A');
 
 # B. Synchronous mode, then the leader crashes.
@@ -351,7 +375,7 @@ ok(publishing_after('B', $t0), 'B: publishing resumes on the new leader');
 $timing{B} = { leader => $t_writable, publish => outage($t0), caught_up => caught_up('B', $t0, @running, $sleeper) };
 ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "B: synchronous: every acknowledged event is there ($n acknowledged)");
-is(resyncs($_), 0, "B: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_)) for @running, $sleeper;
+is(resyncs($_), 0, "B: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_) . "\n" . resync_context($_)) for @running, $sleeper;
 workers_on_leader_only('B', $crashed);
 
 # rejoin(STEP, NODE): NODE's Patroni started again; waits until the leader
