@@ -417,7 +417,14 @@ drive_connection(eh_client *c)
 				return;
 		}
 		st = ehi_conn_step(&c->link.conn);
-		if (c->link.conn.pg)
+
+		/*
+		 * Notifications that came in with an answer are taken after it: one
+		 * may carry an event committed after the answer's snapshot, and the
+		 * answer must not be compared with the cursor that event moved (a
+		 * discovery's heads would then say the cursor is ahead).
+		 */
+		if (c->link.conn.pg && st != EHI_STEP_RESULT)
 			ehi_drain_notifications(c);
 		switch (st)
 		{
@@ -442,6 +449,8 @@ drive_connection(eh_client *c)
 					c->link.op = OP_NONE;
 					c->link.op_sub = NULL;
 					dispatch(c, op, sub, ehi_conn_take_result(&c->link.conn));
+					if (c->link.conn.pg)
+						ehi_drain_notifications(c);
 					continue;
 				}
 			case EHI_STEP_NOTHING:

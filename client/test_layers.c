@@ -12,6 +12,14 @@
  *	   and the client listens, rotates the notification key on a second
  *	   connection, then COUNT times publishes to ORG (eh_publish) and waits
  *	   for the event.
+ *   test_layers CONNINFO discover ORG
+ *	   Follows every organization from the head.  Once an event of ORG has
+ *	   come in its notification, polls every 10 ms and stops driving the
+ *	   client while a discovery is out; once the answer is in the client's
+ *	   socket, publishes to ORG on a second connection and waits until the
+ *	   notification, which carries the event, is in the socket behind it;
+ *	   then drives the client until the event is delivered.  Prints the
+ *	   resyncs and whether the event came in its notification.
  *   test_layers CONNINFO publish ORG
  *	   Publishes with eh_publish_send() from a fresh client in a loop over
  *	   eh_sockets(), eh_timeout_ms(), poll() and eh_process(), then a refused
@@ -34,9 +42,13 @@
  * on stderr and exits 1.
  */
 #define _GNU_SOURCE
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <libpq-fe.h>
 
 #include "test_common.h"
+#include "internal.h"
 
 static const int STOP = 1;
 static const int GO_ON = 0;
@@ -290,6 +302,136 @@ run_rotate(eh_client *c, const char *conninfo, const char *org, int count)
 	return 0;
 }
 
+/* Publishes one event to org on conn; its revision, or -1. */
+static int64_t
+publish_on(PGconn *conn, const char *org)
+{
+	const char *params[1] = {org};
+	PGresult   *res = PQexecParams(conn, "SELECT eventhub.publish_event($1, 'API', 'UPDATE', 'race', NULL, '{}')",
+								   1, NULL, params, NULL, NULL, 0);
+	int64_t		revision = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		revision = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	else
+		fprintf(stderr, "publish_event: %s", PQerrorMessage(conn));
+	PQclear(res);
+	return revision;
+}
+
+/*
+ * How many bytes the server sent that the client has not read yet, and
+ * whether they end with a ReadyForQuery ('Z', length 5, idle): the answer
+ * to the query out is all there.
+ */
+static ssize_t
+unread_bytes(eh_client *c, int *ends_ready)
+{
+	static char buf[1 << 20];
+	ssize_t		n = recv(PQsocket(c->link.conn.pg), buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0)
+		n = 0;
+	*ends_ready = n >= 6 && memcmp(buf + n - 6, "Z\0\0\0\5I", 6) == 0;
+	return n;
+}
+
+static void
+count_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_t head, void *arg)
+{
+	(void) client;
+	(void) org;
+	(void) reason;
+	(void) head;
+	(*(int *) arg)++;
+}
+
+/* A discovery's answer and a notification that came in behind it, read together. */
+static int
+run_discover(eh_client *c, const char *conninfo, const char *org)
+{
+	double		end = now_ms() + 30000;
+	int			resyncs = 0;
+	int			ready = 0;
+	unsigned long long sealed;
+	ssize_t		answer;
+	int64_t		revision;
+	PGconn	   *admin = PQconnectdb(conninfo);
+
+	if (PQstatus(admin) != CONNECTION_OK)
+	{
+		fprintf(stderr, "second connection: %s", PQerrorMessage(admin));
+		return 1;
+	}
+	if (eh_set_event_callback(c, reply, (void *) &GO_ON) != EH_OK ||
+		eh_set_resync_callback(c, count_resync, &resyncs) != EH_OK || eh_subscribe_all(c, EH_FROM_HEAD) != EH_OK)
+		return fail(c, "setup");
+	/* Until an event of org came in its notification: the client has its key. */
+	while (eh_stat(c, EH_STAT_SEALED_DELIVERIES) == 0)
+	{
+		if (now_ms() >= end)
+		{
+			fprintf(stderr, "no event came in its notification in 30 s\n");
+			return 1;
+		}
+		if (!(eh_cursor(c, org) >= 0 && eh_is_listening(c)))
+		{
+			(void) eh_wait(c, 100);
+			continue;
+		}
+		if ((revision = publish_on(admin, org)) < 0 || wait_for(c, org, revision) != 0)
+			return 1;
+	}
+
+	/* A discovery out: the client is not driven until the race is set. */
+	if (eh_set_poll_interval(c, 10) != EH_OK)
+		return fail(c, "eh_set_poll_interval");
+	while (!(c->link.op == OP_DISCOVER && c->link.conn.state == EHI_CONN_BUSY))
+	{
+		struct pollfd fd = {.fd = eh_socket(c), .events = POLLIN};
+
+		if (now_ms() >= end)
+		{
+			fprintf(stderr, "no discovery went out in 30 s\n");
+			return 1;
+		}
+		(void) poll(&fd, fd.fd >= 0 ? 1 : 0, 5);
+		if (eh_process(c) < 0 && eh_error_retryable(c) == 0)
+			return fail(c, "eh_process");
+	}
+	/* Its whole answer arrived: the discovery's snapshot predates what follows. */
+	while ((answer = unread_bytes(c, &ready)), !ready)
+	{
+		if (now_ms() >= end)
+		{
+			fprintf(stderr, "the discovery was not answered in 30 s\n");
+			return 1;
+		}
+		(void) poll(NULL, 0, 1);
+	}
+	if ((revision = publish_on(admin, org)) < 0)
+		return 1;
+	/* The notification, behind the answer. */
+	while (unread_bytes(c, &ready) <= answer)
+	{
+		if (now_ms() >= end)
+		{
+			fprintf(stderr, "no notification came behind the discovery's answer in 30 s\n");
+			return 1;
+		}
+		(void) poll(NULL, 0, 1);
+	}
+	sealed = eh_stat(c, EH_STAT_SEALED_DELIVERIES);
+	if (eh_set_poll_interval(c, 60000) != EH_OK)
+		return fail(c, "eh_set_poll_interval");
+	if (wait_for(c, org, revision) != 0)
+		return 1;
+	printf("resyncs=%d in_notification=%llu cursor=%lld revision=%lld\n", resyncs,
+		   eh_stat(c, EH_STAT_SEALED_DELIVERIES) - sealed, (long long) eh_cursor(c, org), (long long) revision);
+	PQfinish(admin);
+	return 0;
+}
+
 /*
  * Runs the loop an application would (every socket, the real timeout)
  * until the publish out has its result; counts the waits that ended by
@@ -363,9 +505,9 @@ main(int argc, char **argv)
 	eh_client  *c;
 	int			rc;
 
-	if (argc < 4 || (strcmp(argv[2], "publish") != 0 && argc < 5))
+	if (argc < 4 || (strcmp(argv[2], "publish") != 0 && strcmp(argv[2], "discover") != 0 && argc < 5))
 	{
-		fprintf(stderr, "usage: test_layers CONNINFO stop|rotate|txn ORG COUNT | CONNINFO publish ORG"
+		fprintf(stderr, "usage: test_layers CONNINFO stop|rotate|txn ORG COUNT | CONNINFO publish|discover ORG"
 				" | CONNINFO snapshot ORG AFTER [BATCH_SIZE [KILL]]\n");
 		return 2;
 	}
@@ -378,6 +520,8 @@ main(int argc, char **argv)
 		rc = run_rotate(c, argv[1], argv[3], atoi(argv[4]));
 	else if (strcmp(argv[2], "txn") == 0)
 		rc = run_txn(c, argv[3], atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 0);
+	else if (strcmp(argv[2], "discover") == 0)
+		rc = run_discover(c, argv[1], argv[3]);
 	else if (strcmp(argv[2], "snapshot") == 0)
 		rc = run_snapshot(c, argv[1], argv[3], atoll(argv[4]), argc > 5 ? atoi(argv[5]) : 0,
 						  argc > 6 ? atoi(argv[6]) : 0);

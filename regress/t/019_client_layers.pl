@@ -26,7 +26,11 @@
 #      size, END at the head, the server's live entities exactly, and the
 #      cursor at the head; a cursor whose next events retention removed
 #      is answered by a snapshot (reason history_removed); a connection
-#      lost in the middle gives ABORT, then a whole new snapshot.
+#      lost in the middle gives ABORT, then a whole new snapshot;
+#   6. discover: a discovery's answer and a notification that came in
+#      behind it, carrying an event committed after the discovery's
+#      snapshot, are read together: the event is delivered from the
+#      notification and the discovery's older head causes no resync.
 
 use strict;
 use warnings;
@@ -161,6 +165,13 @@ is($r{phases}, 'begin:initial:3,entities:1,abort,begin:initial:3,entities:1,enti
 	'snapshot: a lost connection aborts it, and a new one starts over');
 is($r{entities}, 'API/k1@1,API/k2@2,API/k3@3', 'snapshot: the new one has every entity');
 is($r{reconnects}, 1, 'snapshot: after a reconnect');
+
+# 6. A discovery's answer and a notification behind it.
+publish($node, 'racer', 1);
+%r = drive('discover', 'racer');
+is($r{in_notification}, 1, 'discover: the event committed after the discovery came in its notification, read with the answer');
+is($r{resyncs}, 0, 'discover: and the discovery\'s older head did not resync the organization');
+ok(defined $r{cursor} && $r{cursor} eq $r{revision}, 'discover: the cursor is at the event (' . ($r{cursor} // '?') . ')');
 
 $node->stop;
 done_testing();
