@@ -314,9 +314,10 @@ sub check_acks
 }
 sub all_acks { return map { my $p = $_; map { [ $p->{org}, $_->[0], $_->[1] ] } acks($p) } values %pub; }
 
-# What a consumer had applied of the organization of each of its resyncs
-# just before it (revision:version), against the leader's rows now and the
-# publishers' log, to tell a needed resync from a needless one.
+# The last events a consumer had applied of the organization of each of
+# its resyncs (revision:version), against the leader's rows at those
+# revisions and the head now, and the revisions its publisher was told:
+# to tell a needed resync from a needless one.
 sub resync_context
 {
 	my ($c) = @_;
@@ -325,15 +326,18 @@ sub resync_context
 	for my $i (grep { $l[$_][0] eq 'RESYNC' } 0 .. $#l)
 	{
 		my ($org, $head) = @{ $l[$i] }[ 1, 2 ];
-		my @before = grep { $_->[0] eq 'EVENT' && $_->[1] eq $org && $_->[2] >= $head - 1 } @l[ 0 .. $i - 1 ];
+		# Its last three events of the organization, and the head.
+		my @before = (grep { $_->[0] eq 'EVENT' && $_->[1] eq $org } @l[ 0 .. $i - 1 ])[-3 .. -1];
+		@before = grep { defined } @before;
+		my @revs = ((map { $_->[2] } @before), $head);
 		my $leader_rows = sql_on(leader(), "SELECT string_agg(revision || ':' || version_id, ' ' ORDER BY revision) FROM eventhub.events"
-			  . " WHERE organization_id = '$org' AND revision BETWEEN " . ($head - 1) . ' AND ' . ($head + 3)) // "($@)";
+			  . " WHERE organization_id = '$org' AND revision IN (" . join(',', @revs) . ')') // "($@)";
 		my ($kind) = $org =~ /^pub-(cli|sql)$/;
-		my $log = $kind ? join(' | ', grep { /^(ACK|RETRY) \S+ (\d+)/ } split /\n/, slurp_file($pub{$kind}{log})) : '';
-		$log = join(' | ', grep { /^ACK \S+ (\d+)/ ? $1 >= $head - 1 && $1 <= $head + 3 : /^RETRY/ } split / \| /, $log);
+		my %rev = map { ($_ => 1) } @revs;
+		my @acked = $kind ? grep { $rev{ $_->[1] } } acks($pub{$kind}) : ();
 		push @out, "resync of $org at $head; applied before it: "
 		  . join(' ', map { "$_->[2]:$_->[3]" } @before)
-		  . "; the leader now: $leader_rows; publisher: $log";
+		  . "; the leader now: $leader_rows; acknowledged: " . join(' ', map { "$_->[1] ($_->[0])" } @acked);
 	}
 	return join "\n", @out;
 }
