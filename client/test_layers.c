@@ -320,20 +320,30 @@ publish_on(PGconn *conn, const char *org)
 }
 
 /*
- * How many bytes the server sent that the client has not read yet, and
- * whether they end with a ReadyForQuery ('Z', length 5, idle): the answer
- * to the query out is all there.
+ * Waits, without reading them, until the bytes the server sent that the
+ * client has not read yet are more than above and, with ready, end with a
+ * ReadyForQuery ('Z', length 5, idle: the answer to the query out is all
+ * there).  Returns how many there are, or -1 (saying what did not come)
+ * at end.
  */
 static ssize_t
-unread_bytes(eh_client *c, int *ends_ready)
+await_unread(eh_client *c, ssize_t above, int ready, double end, const char *what)
 {
 	static char buf[1 << 20];
-	ssize_t		n = recv(PQsocket(c->link.conn.pg), buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 
-	if (n < 0)
-		n = 0;
-	*ends_ready = n >= 6 && memcmp(buf + n - 6, "Z\0\0\0\5I", 6) == 0;
-	return n;
+	for (;;)
+	{
+		ssize_t		n = recv(PQsocket(c->link.conn.pg), buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+
+		if (n > above && (!ready || (n >= 6 && memcmp(buf + n - 6, "Z\0\0\0\5I", 6) == 0)))
+			return n;
+		if (now_ms() >= end)
+		{
+			fprintf(stderr, "%s did not come in 30 s\n", what);
+			return -1;
+		}
+		(void) poll(NULL, 0, 1);
+	}
 }
 
 static void
@@ -352,7 +362,6 @@ run_discover(eh_client *c, const char *conninfo, const char *org)
 {
 	double		end = now_ms() + 30000;
 	int			resyncs = 0;
-	int			ready = 0;
 	unsigned long long sealed;
 	ssize_t		answer;
 	int64_t		revision;
@@ -400,27 +409,10 @@ run_discover(eh_client *c, const char *conninfo, const char *org)
 			return fail(c, "eh_process");
 	}
 	/* Its whole answer arrived: the discovery's snapshot predates what follows. */
-	while ((answer = unread_bytes(c, &ready)), !ready)
-	{
-		if (now_ms() >= end)
-		{
-			fprintf(stderr, "the discovery was not answered in 30 s\n");
-			return 1;
-		}
-		(void) poll(NULL, 0, 1);
-	}
-	if ((revision = publish_on(admin, org)) < 0)
+	if ((answer = await_unread(c, 0, 1, end, "the discovery's answer")) < 0 ||
+		(revision = publish_on(admin, org)) < 0 ||
+		await_unread(c, answer, 0, end, "a notification behind the discovery's answer") < 0)
 		return 1;
-	/* The notification, behind the answer. */
-	while (unread_bytes(c, &ready) <= answer)
-	{
-		if (now_ms() >= end)
-		{
-			fprintf(stderr, "no notification came behind the discovery's answer in 30 s\n");
-			return 1;
-		}
-		(void) poll(NULL, 0, 1);
-	}
 	sealed = eh_stat(c, EH_STAT_SEALED_DELIVERIES);
 	if (eh_set_poll_interval(c, 60000) != EH_OK)
 		return fail(c, "eh_set_poll_interval");
