@@ -223,14 +223,6 @@ sub lines_of
 sub applied { my ($c, $org) = @_; lines_of($c); return $c->{applied}{$org} // 0; }
 
 sub resyncs { my ($c) = @_; lines_of($c); return $c->{resyncs} // 0; }
-# A consumer's resyncs so far, "organization (reason) at head" each, to
-# tell why when one was not expected.
-sub resync_reasons
-{
-	my ($c) = @_;
-	return join ', ', map { "$_->[1] ($_->[3]) at $_->[2]" } grep { $_->[0] eq 'RESYNC' } lines_of($c);
-}
-
 # Publishers.
 my %pub;
 for my $kind (qw(cli sql))
@@ -314,10 +306,11 @@ sub check_acks
 }
 sub all_acks { return map { my $p = $_; map { [ $p->{org}, $_->[0], $_->[1] ] } acks($p) } values %pub; }
 
-# The last events a consumer had applied of the organization of each of
-# its resyncs (revision:version), against the leader's rows at those
-# revisions and the head now, and the revisions its publisher was told:
-# to tell a needed resync from a needless one.
+# A consumer's resyncs so far, to tell why when one was not expected: per
+# resync its organization, reason and head, the last events the consumer
+# had applied of that organization (revision:version), the leader's rows
+# at those revisions and the head now, and the revisions its publisher was
+# told: a needed resync from a needless one.
 sub resync_context
 {
 	my ($c) = @_;
@@ -325,17 +318,17 @@ sub resync_context
 	my @out;
 	for my $i (grep { $l[$_][0] eq 'RESYNC' } 0 .. $#l)
 	{
-		my ($org, $head) = @{ $l[$i] }[ 1, 2 ];
+		my (undef, $org, $head, $reason) = @{ $l[$i] };
 		# Its last three events of the organization, and the head.
-		my @before = (grep { $_->[0] eq 'EVENT' && $_->[1] eq $org } @l[ 0 .. $i - 1 ])[-3 .. -1];
-		@before = grep { defined } @before;
+		my @before = grep { $_->[0] eq 'EVENT' && $_->[1] eq $org } @l[ 0 .. $i - 1 ];
+		splice(@before, 0, @before - 3) if @before > 3;
 		my @revs = ((map { $_->[2] } @before), $head);
 		my $leader_rows = sql_on(leader(), "SELECT string_agg(revision || ':' || version_id, ' ' ORDER BY revision) FROM eventhub.events"
 			  . " WHERE organization_id = '$org' AND revision IN (" . join(',', @revs) . ')') // "($@)";
 		my ($kind) = $org =~ /^pub-(cli|sql)$/;
 		my %rev = map { ($_ => 1) } @revs;
 		my @acked = $kind ? grep { $rev{ $_->[1] } } acks($pub{$kind}) : ();
-		push @out, "resync of $org at $head; applied before it: "
+		push @out, "$org ($reason) at $head; applied before it: "
 		  . join(' ', map { "$_->[2]:$_->[3]" } @before)
 		  . "; the leader now: $leader_rows; acknowledged: " . join(' ', map { "$_->[1] ($_->[0])" } @acked);
 	}
@@ -355,7 +348,7 @@ ok(publishing_after('A', $t0), 'A: publishing resumes on the new leader');
 $timing{A} = { publish => outage($t0), caught_up => caught_up('A', $t0, @running, $sleeper) };
 my ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "A: every acknowledged event is there ($n acknowledged)");
-is(resyncs($_), 0, "A: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_) . "\n" . resync_context($_)) for @running, $sleeper;
+is(resyncs($_), 0, "A: $_->{name}: no resync") or diag("$_->{name} resynced:\n" . resync_context($_)) for @running, $sleeper;
 workers_on_leader_only('A');
 
 # B. Synchronous mode, then the leader crashes.
@@ -379,7 +372,7 @@ ok(publishing_after('B', $t0), 'B: publishing resumes on the new leader');
 $timing{B} = { leader => $t_writable, publish => outage($t0), caught_up => caught_up('B', $t0, @running, $sleeper) };
 ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "B: synchronous: every acknowledged event is there ($n acknowledged)");
-is(resyncs($_), 0, "B: $_->{name}: no resync") or diag("$_->{name} resynced: " . resync_reasons($_) . "\n" . resync_context($_)) for @running, $sleeper;
+is(resyncs($_), 0, "B: $_->{name}: no resync") or diag("$_->{name} resynced:\n" . resync_context($_)) for @running, $sleeper;
 workers_on_leader_only('B', $crashed);
 
 # rejoin(STEP, NODE): NODE's Patroni started again; waits until the leader
