@@ -229,7 +229,10 @@ CheckCursor(FunctionCallInfo fcinfo, ReadRequest *req)
 
 /*
  * Raises ZE001 for a batch that stopped short of the head: revision
- * missing, the one after the reader's last, was removed.
+ * missing, the first after the cursor that is not kept, was removed.  The
+ * message names the cursor the reader passed, not the last revision kept
+ * before the hole (with compaction, events between the cursor and the
+ * hole may be kept, as their entities' latest); the detail names the hole.
  */
 static void
 RaiseRemoved(ReadRequest *req, int64 missing)
@@ -237,7 +240,7 @@ RaiseRemoved(ReadRequest *req, int64 missing)
 	ereport(ERROR,
 			(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '1')),
 			 errmsg("events of organization \"%s\" after revision " INT64_FORMAT " have been removed",
-					req->org_text, missing - 1),
+					req->org_text, req->after),
 			 errdetail("Revision " INT64_FORMAT " is no longer kept; the head revision is " INT64_FORMAT ".",
 					   missing, req->head),
 			 errhint("Reload the full state and continue from the head revision in eventhub.organization_states.")));

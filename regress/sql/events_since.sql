@@ -67,7 +67,8 @@ SELECT revision FROM eventhub.events_since('acme', 3);
 SELECT revision FROM eventhub.events_since('acme', 5, 1);
 
 -- A hole in the middle (a range cleanup) is detected too, whether the batch
--- would start at it or run into it.
+-- would start at it or run into it.  The message names the cursor passed
+-- (3, though 4 is kept), the detail the revision that is gone (5).
 SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = '2001-01-01'
  WHERE organization_id = 'acme' AND revision = 5;

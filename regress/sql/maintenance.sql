@@ -43,6 +43,56 @@ SELECT count(*) AS bulk_left FROM eventhub.events WHERE organization_id = 'bulk'
 SELECT eventhub.run_maintenance();
 SELECT count(*) AS bulk_left FROM eventhub.events WHERE organization_id = 'bulk';
 
+-- One call is a whole pass, every batch of it (docs/sql.md,
+-- run_maintenance): with batches of 2, organization "passes" loses 9
+-- expired events in one call.  A batch does not see its own deletes, so a
+-- tombstone goes once an earlier batch removed its entity's older events:
+-- x's CREATE and UPDATE (revisions 1 and 2) fill the first batch, and x's
+-- DELETE (3) goes in the second, in the same call.  y's last event (10)
+-- is its latest and stays.  Each event is a second older than the next,
+-- so that the walk takes them in revision order.
+ALTER SYSTEM SET eventhub.cleanup_batch_size = 2;
+SELECT pg_reload_conf();
+\set ECHO none
+\o /dev/null
+SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''2'''
+  FROM generate_series(1, 400) \gexec
+\o
+\set ECHO all
+SHOW eventhub.cleanup_batch_size;
+SELECT count(eventhub.publish_event('passes', 'API', a, e, NULL, '{}'))
+  FROM (VALUES (1, 'CREATE', 'x'), (2, 'UPDATE', 'x'), (3, 'DELETE', 'x'), (4, 'CREATE', 'y'), (5, 'UPDATE', 'y'),
+               (6, 'UPDATE', 'y'), (7, 'UPDATE', 'y'), (8, 'UPDATE', 'y'), (9, 'UPDATE', 'y'), (10, 'UPDATE', 'y'))
+       v(r, a, e);
+SET eventhub.protect_tables = off;
+UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day' + revision * interval '1 second'
+ WHERE organization_id = 'passes';
+RESET eventhub.protect_tables;
+SELECT eventhub.run_maintenance() AS deleted;
+SELECT array_agg(revision ORDER BY revision) AS kept FROM eventhub.events WHERE organization_id = 'passes';
+-- Organization "later": z's CREATE and DELETE in one batch.  The batch
+-- removes the CREATE, and still sees it when it looks at the DELETE: the
+-- tombstone stays for the next call, which removes it.
+SELECT count(eventhub.publish_event('later', 'API', a, 'z', NULL, '{}'))
+  FROM (VALUES ('CREATE'), ('DELETE')) v(a);
+SET eventhub.protect_tables = off;
+UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day' + revision * interval '1 second'
+ WHERE organization_id = 'later';
+RESET eventhub.protect_tables;
+SELECT eventhub.run_maintenance() AS deleted;
+SELECT array_agg(revision ORDER BY revision) AS kept FROM eventhub.events WHERE organization_id = 'later';
+SELECT eventhub.run_maintenance() AS deleted;
+SELECT count(*) AS kept FROM eventhub.events WHERE organization_id = 'later';
+ALTER SYSTEM RESET eventhub.cleanup_batch_size;
+SELECT pg_reload_conf();
+\set ECHO none
+\o /dev/null
+SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''10000'''
+  FROM generate_series(1, 400) \gexec
+\o
+\set ECHO all
+SHOW eventhub.cleanup_batch_size;
+
 -- In the caller's transaction: a rollback undoes it.
 SET eventhub.protect_tables = off;
 UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day' WHERE organization_id = 'acme';

@@ -193,8 +193,13 @@ GRANT SELECT ON eventhub.organization_states, eventhub.events, eventhub.replica_
 GRANT EXECUTE ON FUNCTION
     eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
     eventhub.register_organization(text),
+    eventhub.declare_full_state(text, bigint),
     eventhub.events_since(text, bigint, integer, uuid),
+    eventhub.transactions_since(text, bigint, integer, uuid, integer),
+    eventhub.snapshot_head(text),
+    eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid),
     eventhub.notification_token(text),
+    eventhub.notification_data_key(text),
     eventhub.heartbeat(text, jsonb, jsonb, text),
     eventhub.deregister_replica(text)
   TO regress_eh_tenant_a, regress_eh_tenant_b;
@@ -240,6 +245,11 @@ SELECT eventhub.publish_event('a-1', 'API', 'CREATE', 'api', 'corr-b', '{}');
 SELECT eventhub.register_organization('a-2') IS NOT NULL AS registered;
 SELECT revision FROM eventhub.events_since('a-1', 0);
 SELECT length(eventhub.notification_token('a-1')) AS token_length;
+SELECT revision FROM eventhub.transactions_since('a-1', 0);
+SELECT revision FROM eventhub.snapshot_head('a-1');
+SELECT entity_id FROM eventhub.snapshot_entities('a-1', 1);
+SELECT length(eventhub.notification_data_key('a-1')) AS data_key_length;
+SELECT eventhub.declare_full_state('a-1', 0);
 -- Another tenant's: refused with errors that name only what was passed,
 -- whether the organization exists or not.
 SELECT eventhub.publish_event('b-1', 'API', 'CREATE', 'secret-api', 'corr-b', '{"secret": "b"}');
@@ -253,6 +263,17 @@ SELECT * FROM eventhub.events_since('b-9', 0);
 SELECT eventhub.notification_token('b-1');
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.heartbeat('gw-a', '{"b-1": {"revision": 5}}');
+\echo :LAST_ERROR_SQLSTATE
+-- The same for every function operations.md lists under read and publish.
+SELECT * FROM eventhub.transactions_since('b-1', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.snapshot_head('b-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM eventhub.snapshot_entities('b-1', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.notification_data_key('b-1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT eventhub.declare_full_state('b-1', 0);
 \echo :LAST_ERROR_SQLSTATE
 -- The tables and the status view show only its organizations.
 SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;

@@ -38,6 +38,17 @@ SELECT revision, complete_after FROM eventhub.organization_states WHERE organiza
 SELECT h.revision, h.version_id = s.version_id AS head_version
   FROM eventhub.snapshot_head('acme') h, eventhub.organization_states s WHERE s.organization_id = 'acme';
 SELECT * FROM eventhub.snapshot_head('nobody');
+-- An organization registered without events: revision 0 with the version
+-- register_organization returned, not NULL.  Its snapshot has no entities,
+-- and that head is a cursor: nothing follows it, and its version is
+-- checked like any other (ZE005 for another one).
+SELECT eventhub.register_organization('registered') AS registered_version \gset
+SELECT revision, version_id IS NOT NULL AS has_version, version_id = :'registered_version' AS registered_version
+  FROM eventhub.snapshot_head('registered');
+SELECT count(*) AS entities FROM eventhub.snapshot_entities('registered', 0, at_version => :'registered_version');
+SELECT count(*) AS events FROM eventhub.transactions_since('registered', 0, 1000, :'registered_version');
+SELECT count(*) FROM eventhub.snapshot_entities('registered', 0, at_version => gen_random_uuid());
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM eventhub.snapshot_head(NULL);
 
 -- Privileges: EXECUTE alone is not enough, the publish grant for the
@@ -108,6 +119,84 @@ SELECT eventhub.publish_event('toasty', 'API', 'CREATE', 'big', NULL,
 SELECT eventhub.publish_event('toasty', 'API', 'CREATE', 'small', NULL, '{}');
 SELECT pg_column_size(event_data) > 2000 AS stored_big FROM eventhub.events WHERE organization_id = 'toasty' AND revision = 1;
 SELECT entity_id FROM eventhub.snapshot_entities('toasty', 2, max_bytes => 1000);
+
+-- The last page, as docs/protocol.md and docs/sql.md give the rule: a page
+-- with no rows ends the snapshot; without max_bytes, so does a page with
+-- fewer rows than max_entities; with max_bytes a short page is no sign
+-- (the server counts stored bytes), so a reader reads on until a page has
+-- no rows.  Organization "pages": 30 entities of three types, of three
+-- sizes (a small object, 256 characters, and 5,000 that are stored
+-- compressed), then superseded events and tombstones: 27 live entities.
+SELECT count(eventhub.publish_event('pages', t, 'CREATE', t || '-' || i, NULL,
+         CASE WHEN i % 4 = 0 THEN jsonb_build_object('pad', repeat(md5(t || i), 8))
+              WHEN i % 7 = 0 THEN jsonb_build_object('pad', repeat('x', 5000))
+              ELSE jsonb_build_object('n', i) END))
+  FROM unnest(ARRAY['API', 'CERT', 'ROUTE']) t, generate_series(1, 10) i;
+SELECT count(eventhub.publish_event('pages', t, a, e, NULL, '{"again": true}'))
+  FROM (VALUES ('API', 'UPDATE', 'API-1'), ('API', 'UPDATE', 'API-3'), ('CERT', 'DELETE', 'CERT-2'),
+               ('CERT', 'UPDATE', 'CERT-7'), ('ROUTE', 'DELETE', 'ROUTE-9'), ('ROUTE', 'DELETE', 'ROUTE-10'))
+       v(t, a, e);
+SELECT count(*) FILTER (WHERE pg_column_size(event_data) < length(event_data::text)) AS stored_compressed
+  FROM eventhub.events WHERE organization_id = 'pages';
+-- A reader that follows the rule, in one REPEATABLE READ transaction (not
+-- READ ONLY here: it keeps what it read in a temporary table): the rows of
+-- each page it read, then whether it got every live entity (as the events
+-- table says) exactly once.
+CREATE TEMP TABLE snapshot_read (page integer, event_type text COLLATE "C", entity_id text COLLATE "C");
+CREATE FUNCTION pg_temp.read_snapshot(org text, max_entities integer, max_bytes integer DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    h record;
+    after_type text;
+    after_id text;
+    n integer;
+    sizes text[] := '{}';
+    live_rows bigint;
+    read_rows bigint;
+    read_entities bigint;
+    missing bigint;
+    extra bigint;
+BEGIN
+    DELETE FROM snapshot_read;
+    SELECT * INTO h FROM eventhub.snapshot_head(org);
+    FOR p IN 1 .. 100 LOOP
+        INSERT INTO snapshot_read
+        SELECT p, s.event_type, s.entity_id
+          FROM eventhub.snapshot_entities(org, h.revision, after_type, after_id, max_entities, max_bytes,
+                                          h.version_id) s;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        sizes := sizes || n::text;
+        EXIT WHEN n = 0 OR (max_bytes IS NULL AND n < max_entities);
+        SELECT r.event_type, r.entity_id INTO after_type, after_id
+          FROM snapshot_read r WHERE r.page = p ORDER BY r.event_type DESC, r.entity_id DESC LIMIT 1;
+    END LOOP;
+    IF NOT (n = 0 OR (max_bytes IS NULL AND n < max_entities)) THEN
+        RAISE EXCEPTION 'the snapshot of % did not end in 100 pages', org;
+    END IF;
+    WITH latest AS (
+        SELECT DISTINCT ON (e.event_type, e.entity_id) e.event_type, e.entity_id, e.action
+          FROM eventhub.events e WHERE e.organization_id = org
+         ORDER BY e.event_type, e.entity_id, e.revision DESC),
+    live AS (SELECT l.event_type, l.entity_id FROM latest l WHERE l.action <> 'DELETE')
+    SELECT (SELECT count(*) FROM live),
+           (SELECT count(*) FROM snapshot_read),
+           (SELECT count(DISTINCT (r.event_type, r.entity_id)) FROM snapshot_read r),
+           (SELECT count(*) FROM (SELECT * FROM live EXCEPT SELECT r.event_type, r.entity_id FROM snapshot_read r) x),
+           (SELECT count(*) FROM (SELECT r.event_type, r.entity_id FROM snapshot_read r EXCEPT SELECT * FROM live) x)
+      INTO live_rows, read_rows, read_entities, missing, extra;
+    RETURN format('pages %s: %s rows, %s entities of %s live, %s missing, %s extra',
+                  array_to_string(sizes, ','), read_rows, read_entities, live_rows, missing, extra);
+END
+$$;
+-- By count: pages of 5 end with a short one; pages of 9 hold the 27
+-- exactly, so the last full page is followed by an empty one.  By size:
+-- short pages come before the end, which only the empty page tells; with
+-- both limits, pages are cut by either.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT m.max_entities, m.max_bytes, pg_temp.read_snapshot('pages', m.max_entities, m.max_bytes) AS reader
+  FROM (VALUES (5, NULL), (9, NULL), (27, NULL), (1000, 1000), (4, 800), (1, 1)) m(max_entities, max_bytes)
+ ORDER BY m.max_entities, m.max_bytes;
+COMMIT;
 -- The head checks: another revision or version is ZE005.
 SELECT count(*) FROM eventhub.snapshot_entities('shop', 11);
 \echo :LAST_ERROR_SQLSTATE

@@ -64,6 +64,47 @@ SELECT m AS max_events, pg_temp.batch('tx', 0, m) AS from_0, pg_temp.batch('tx',
 -- or in parts that follow each other.
 SELECT m AS max_events, pg_temp.read_all('tx', 0, m) AS batches FROM generate_series(1, 6) m;
 
+-- A row inside a split transaction is a cursor like any other: a reader
+-- that calls again from the last row of each batch, with its version, gets
+-- every event once, and the rest of the transaction first.  With batches
+-- of 2, the first ends inside transaction 1-3 at revision 2; from (2, its
+-- version) the next call returns 3, which ends the transaction; another
+-- version at 2 is ZE003, as at any cursor.
+CREATE FUNCTION pg_temp.read_all_versioned(org text, max_events integer)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    cur bigint := 0;
+    ver uuid;
+    line text;
+    lines text[] := '{}';
+    last_row record;
+BEGIN
+    FOR i IN 1 .. 100 LOOP
+        SELECT coalesce(string_agg(t.revision || '(' || t.transaction_first_revision || ')'
+                                   || CASE WHEN t.transaction_end THEN '|' ELSE '' END, ' ' ORDER BY t.revision), '')
+          INTO line FROM eventhub.transactions_since(org, cur, max_events, ver) t;
+        lines := lines || line;
+        SELECT t.revision, t.version_id, t.head_revision INTO last_row
+          FROM eventhub.transactions_since(org, cur, max_events, ver) t ORDER BY t.revision DESC LIMIT 1;
+        EXIT WHEN last_row.revision IS NULL OR last_row.revision = last_row.head_revision;
+        cur := last_row.revision;
+        ver := last_row.version_id;
+    END LOOP;
+    RETURN array_to_string(lines, ' / ');
+END
+$$;
+SELECT m AS max_events, pg_temp.read_all_versioned('tx', m) AS batches FROM generate_series(1, 3) m;
+SELECT revision AS split_at, version_id AS split_version, transaction_end
+  FROM eventhub.transactions_since('tx', 0, 2) ORDER BY revision DESC LIMIT 1 \gset
+SELECT :split_at AS cursor, :'transaction_end' AS transaction_end;
+SELECT revision, transaction_first_revision, transaction_end
+  FROM eventhub.transactions_since('tx', :split_at, 2, :'split_version');
+SELECT revision FROM eventhub.events_since('tx', :split_at, 10, :'split_version');
+\set VERBOSITY terse
+SELECT * FROM eventhub.transactions_since('tx', :split_at, 2, gen_random_uuid());
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+
 -- max_bytes counts stored size: event_type, entity_id, correlation_id and
 -- event_data as stored, plus 160 per row.  These events are all the same
 -- size; the row that reaches max_bytes is the batch's last (never none).
