@@ -15,8 +15,9 @@ packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev u
 	# prometheus/ and regress/t/023: Prometheus (with promtool) and the two exporters
 	prometheus prometheus-postgres-exporter prometheus-node-exporter
 	# regress/t/025 and make ha-demo (scripts/ha-cluster.sh): Patroni over one etcd, curl for its REST API.
-	# Patroni's etcd3 module (etcd 3.4's v3 JSON gateway) builds on python3-etcd: named, as
-	# patroni's package is content with any one DCS library (etcd, consul, kazoo, ...)
+	# Patroni's etcd module (etcd's v2 API) and etcd3 module (etcd 3.4's v3 JSON gateway) build
+	# on python3-etcd: named, as patroni's package is content with any one DCS library (etcd,
+	# consul, kazoo, ...)
 	patroni python3-etcd etcd-server curl)
 [ $# -eq 0 ] || packages=("$@")
 

@@ -12,6 +12,11 @@
 #   ha-cluster.sh leader DIR                the leader's name and PostgreSQL port: node2 25412
 #   ha-cluster.sh conninfo DIR              a libpq conninfo naming the three nodes
 #   ha-cluster.sh crash DIR NODE            SIGKILL NODE's Patroni, then its postmaster
+#   ha-cluster.sh pause DIR NODE [WHAT]     SIGSTOP every process of NODE's PostgreSQL
+#                                           (WHAT postgres, the default: a stalled database)
+#                                           or of NODE's Patroni and PostgreSQL (WHAT node:
+#                                           a frozen machine)
+#   ha-cluster.sh resume DIR NODE           SIGCONT them all
 #   ha-cluster.sh start DIR NODE            start NODE's Patroni again (it rejoins,
 #                                           with pg_rewind where its history forked)
 #   ha-cluster.sh config DIR JSON           change the cluster's dynamic configuration
@@ -27,6 +32,11 @@
 #                             PostgreSQL port is +10+N and its REST API +20+N
 #   HA_DATABASE   (postgres)  eventhub.database, created with the extension
 #   HA_SYNC       (0)         1: Patroni's synchronous_mode (not strict)
+#   HA_DCS        (etcd)      Patroni's etcd API: etcd (v2, etcd started with
+#                             --enable-v2) or etcd3.  Debian 12's Patroni 3.0.2
+#                             overwrites the leader key without a condition
+#                             over etcd3 when a paused leader resumes (fixed
+#                             in 3.0.3): docs/ha.md
 #   HA_FSYNC      (off)       fsync on the nodes
 #   HA_PARAMETERS ()          more server settings, "name=value,name=value"
 # and always HA_WAIT_LIMIT (120): the seconds a wait may take before it fails.
@@ -124,6 +134,13 @@ ha_stopped() {
 ha_write_config() {
 	local node sync=false
 	[ "$HA_SYNC" = 1 ] && sync=true
+	case $HA_DCS in
+	etcd | etcd3) ;;
+	*)
+		echo "ha-cluster: HA_DCS=$HA_DCS: etcd or etcd3" >&2
+		return 1
+		;;
+	esac
 	mkdir -p "$HA_DIR/socket"
 	# etcd warns about a data directory others can read.
 	[ -d "$HA_DIR/etcd" ] || mkdir -m 700 "$HA_DIR/etcd"
@@ -142,7 +159,7 @@ ha_write_config() {
 			restapi:
 			  listen: 127.0.0.1:$(ha_rest_port "$node")
 			  connect_address: 127.0.0.1:$(ha_rest_port "$node")
-			etcd3:
+			$HA_DCS:
 			  hosts: 127.0.0.1:$HA_BASE_PORT
 			watchdog:
 			  mode: off
@@ -265,6 +282,7 @@ ha_up() {
 			HA_BASE_PORT=${HA_BASE_PORT:-25400}
 			HA_DATABASE=${HA_DATABASE:-postgres}
 			HA_SYNC=${HA_SYNC:-0}
+			HA_DCS=${HA_DCS:-etcd}
 			HA_FSYNC=${HA_FSYNC:-off}
 			HA_PARAMETERS='${HA_PARAMETERS:-}'
 		EOF
@@ -286,7 +304,7 @@ ha_up() {
 			return 1
 		fi
 	done
-	ha_write_config
+	ha_write_config || return 1
 	hand_over "$HA_DIR"
 	if ! "${AS_USER[@]}" test -w "$HA_DIR"; then
 		echo "ha-cluster: postgres cannot write $HA_DIR (are its parents searchable?)" >&2
@@ -294,7 +312,11 @@ ha_up() {
 	fi
 
 	# etcd 3.4 has no --unsafe-no-fsync: its writes are few here anyway.
-	ha_spawn "$HA_DIR/etcd.pid" "$HA_DIR/etcd.log" "$(command -v etcd)" --name eventhub-ha \
+	# Patroni's etcd key speaks etcd's v2 API, which etcd 3.4 serves only
+	# when asked.
+	local v2=()
+	[ "$HA_DCS" = etcd ] && v2=(--enable-v2=true)
+	ha_spawn "$HA_DIR/etcd.pid" "$HA_DIR/etcd.log" "$(command -v etcd)" --name eventhub-ha "${v2[@]}" \
 		--data-dir "$HA_DIR/etcd" --logger zap --log-level warn \
 		--listen-client-urls "http://127.0.0.1:$HA_BASE_PORT" \
 		--advertise-client-urls "http://127.0.0.1:$HA_BASE_PORT" \
@@ -329,6 +351,10 @@ ha_down() {
 	local dir=$1 node
 	[ -n "$dir" ] || { echo "usage: ha-cluster.sh down DIR" >&2; return 2; }
 	ha_load "$dir" || return 1
+	# A paused node would not hear SIGTERM.
+	for node in "${HA_NODES[@]}"; do
+		[ ! -f "$HA_DIR/$node/paused" ] || ha_resume "$HA_DIR" "$node"
+	done
 	# The replicas first, then the leader: no replica takes over from a
 	# leader that is only being stopped.  Patroni stops its PostgreSQL.
 	ha_leader_of || HA_LEADER=
@@ -424,6 +450,74 @@ ha_crash() {
 	fi
 }
 
+# ha_tree PID: PID and every process descended from it (read from /proc
+# in one pass: procps is not on every machine).
+ha_tree() {
+	# A stat line: pid (command) state ppid ...; the command may hold spaces.
+	cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$1" '
+		{ line = $0; sub(/.*\) /, "", line); split(line, f, " "); parent[$1] = f[2] }
+		END {
+			n = 1; tree[1] = root
+			for (i = 1; i <= n; i++)
+				for (p in parent)
+					if (parent[p] == tree[i]) tree[++n] = p
+			for (i = 1; i <= n; i++) print tree[i]
+		}'
+}
+
+# ha_pause DIR NODE [WHAT]: NODE stalls: with WHAT postgres (the default)
+# every process of its PostgreSQL stops (SIGSTOP), as in a stall of the
+# database or its storage, while its Patroni goes on; with WHAT node its
+# Patroni too, as on a frozen machine.  Their sockets stay open, and the
+# leader lock NODE may hold runs out after its ttl.  Their pids go to
+# NODE/paused, which ha_resume reads.
+ha_pause() {
+	ha_load "${1:?usage: ha-cluster.sh pause DIR NODE [postgres|node]}" || return 1
+	local node=${2:?usage: ha-cluster.sh pause DIR NODE [postgres|node]} what=${3:-postgres} pid pids= postmaster wrapper
+	case $what in
+	postgres | node) ;;
+	*) echo "usage: ha-cluster.sh pause DIR NODE [postgres|node]" >&2; return 2 ;;
+	esac
+	pid=$(ha_running "$HA_DIR/$node/patroni.pid") || { echo "ha-cluster: $node does not run" >&2; return 1; }
+	if [ "$what" = node ]; then
+		# Patroni first, so that it does not see its PostgreSQL stop, with
+		# runuser above it when there is one: runuser stops itself when its
+		# child stops and would not wake with it, so that the Patroni
+		# stopped later could not be reaped.
+		pids=$pid
+		wrapper=$(awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$pid/stat")
+		tr '\0' ' ' 2>/dev/null <"/proc/$wrapper/cmdline" | grep -qF "$HA_DIR/$node/patroni.pid" && pids="$wrapper $pids"
+		# shellcheck disable=SC2086 # one pid a word
+		kill -STOP $pids
+	fi
+	# The postmaster is not Patroni's child (Patroni's launcher leaves it to
+	# init): found by its pid file, and stopped before its children are
+	# read (a stopped postmaster forks no more).
+	postmaster=$(head -1 "$HA_DIR/$node/data/postmaster.pid" 2>/dev/null)
+	if [ -z "$postmaster" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$postmaster/cmdline" | grep -qF "$HA_DIR/$node/data"; then
+		[ -z "$pids" ] || kill -CONT $pids
+		echo "ha-cluster: $node's PostgreSQL does not run" >&2
+		return 1
+	fi
+	kill -STOP "$postmaster"
+	pids="$pids $(ha_tree "$postmaster")"
+	# shellcheck disable=SC2086 # one pid a word
+	kill -STOP $pids 2>/dev/null
+	echo $pids >"$HA_DIR/$node/paused"
+}
+
+# ha_resume DIR NODE: the processes ha_pause stopped go on, all at once.
+ha_resume() {
+	ha_load "${1:?usage: ha-cluster.sh resume DIR NODE}" || return 1
+	local node=${2:?usage: ha-cluster.sh resume DIR NODE} pids
+	pids=$(cat "$HA_DIR/$node/paused" 2>/dev/null) || { echo "ha-cluster: $node is not paused" >&2; return 1; }
+	# In the reverse order: runuser, woken last, finds its child running
+	# (woken first, it would see it stopped and stop itself again).
+	# shellcheck disable=SC2046 # one pid a word
+	kill -CONT $(printf '%s\n' $pids | tac) 2>/dev/null
+	rm -f "$HA_DIR/$node/paused"
+}
+
 # ha_start DIR NODE: NODE's Patroni, started again (after a crash or a stop).
 ha_start() {
 	ha_load "${1:?usage: ha-cluster.sh start DIR NODE}" || return 1
@@ -456,7 +550,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	cmd=${1:-}
 	shift || true
 	case $cmd in
-	up | down | status | switchover | leader | conninfo | crash | start | config) "ha_$cmd" "$@" ;;
+	up | down | status | switchover | leader | conninfo | crash | pause | resume | start | config) "ha_$cmd" "$@" ;;
 	*)
 		sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
 		exit 2

@@ -15,12 +15,19 @@
 #   B. synchronous_mode on, the leader crashes (its Patroni and postmaster
 #      SIGKILLed): nothing acknowledged lost, no resync;
 #   C. the crashed leader rejoins;
-#   D. synchronous_mode off, both replicas' WAL receivers stopped (real
+#   D. synchronous_mode on, the leader's PostgreSQL stalls (every process
+#      of it stopped) for longer than the ttl while its Patroni runs: a
+#      replica takes over and acknowledges publishes; when the old leader
+#      goes on, its Patroni finds the lock taken, steps down and rejoins:
+#      nothing acknowledged lost, no resync (the cluster's Patroni speaks
+#      etcd's v2 API: over etcd3, Debian 12's Patroni 3.0.2 writes the lock
+#      back and the new leader's acknowledged publishes are rewound away);
+#   E. synchronous_mode off, both replicas' WAL receivers stopped (real
 #      lag), events acknowledged and applied by the consumers, the leader
 #      crashes: every consumer that applied a lost event gets a resync
 #      (ZE002 or ZE003) before anything of that organization's new history,
 #      and a consumer stopped before the lost events sees none of them;
-#   E. the old leader of D rejoins (pg_rewind): the workers run on the
+#   F. the old leader of E rejoins (pg_rewind): the workers run on the
 #      leader only, the replicas registered before the failovers are still
 #      registered and still hold retention, and a consumer reading from the
 #      rejoined node as a standby gets new events by polling.
@@ -178,10 +185,10 @@ my @refs = map {
 	start_consumer($_, 'ref', @{ $ref{$_} }, '--conninfo', "$conninfo application_name=ha-$_", (map { ('--org', $_) } @followed),
 		'--cursor-file', "$dir/cursor-$_.json", '--poll-interval-ms', '1000', '--timeout', $backstop)
 } sort keys %ref;
-# A replica that stops before the failover of D, holding retention.
+# A replica that stops before the failover of E, holding retention.
 my $holder = start_consumer('holder', 'watch', $cli, '-d', $conninfo, 'watch', '--org', 'ret-org', '--replica-id', 'r-hold',
 	@watch_common);
-# One stopped before D's lost events: it must never see them.
+# One stopped before E's lost events: it must never see them.
 my $sleeper = start_consumer('sleeper', 'watch', $cli, '-d', $conninfo, 'watch', (map { ('--org', $_) } @followed),
 	'--replica-id', 'w-sleeper', @watch_common);
 my @running = ($w_all, $w_org, @refs);
@@ -300,7 +307,7 @@ sub check_acks
 	my ($acks) = @_;
 	my $leader = leader();
 	my %rows = map { my ($org, $corr, $rev) = split /\|/; ("$org $corr" => $rev) } split /\n/,
-	  sql_on($leader, "SELECT organization_id, correlation_id, revision FROM eventhub.events WHERE organization_id LIKE 'pub-%'");
+	  sql_on($leader, "SELECT organization_id, correlation_id, revision FROM eventhub.events WHERE organization_id LIKE 'pub-%' OR organization_id = 'pause-org'");
 	my $lost = grep { ($rows{"$_->[0] $_->[1]"} // -1) != $_->[2] } @$acks;
 	return (scalar @$acks, $lost);
 }
@@ -353,14 +360,14 @@ workers_on_leader_only('A');
 
 # B. Synchronous mode, then the leader crashes.
 ha('config', $ha_dir, '{"synchronous_mode": true}');
-ok( wait_until(
-		'B: a synchronous standby',
-		sub {
-			my $l = leader();
-			(sql_on($l, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") // '') eq '1'
-			  && `curl -s --max-time 2 http://127.0.0.1:@{[ $base + 20 + substr($l, 4) ]}/cluster` =~ /"role": "sync_standby"/;
-		}),
-	'B: synchronous_mode on: the leader has a synchronous standby');
+# The leader has a synchronous standby, in PostgreSQL and in Patroni's view.
+sub has_sync_standby
+{
+	my $l = eval { leader() } // return 0;
+	return (sql_on($l, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") // '') eq '1'
+	  && `curl -s --max-time 2 http://127.0.0.1:@{[ $base + 20 + substr($l, 4) ]}/cluster` =~ /"role": "sync_standby"/;
+}
+ok(wait_until('B: a synchronous standby', \&has_sync_standby), 'B: synchronous_mode on: the leader has a synchronous standby');
 ok(publishing_after('B (synchronous)', time), 'B: publishing under synchronous replication');
 $t0 = time;
 my $crashed = leader();
@@ -392,12 +399,51 @@ sub rejoin
 $timing{C} = rejoin('C', $crashed);
 workers_on_leader_only('C');
 
-# D. Asynchronous, with real lag: the replicas stop receiving WAL.
+# D. Still synchronous: the leader's PostgreSQL stalls past the ttl.  A
+# publish in flight to it waits until it goes on (no client timeout ends a
+# query to a server whose kernel still answers), so the test publishes on
+# the new leader itself as well, with an acknowledgement of its own.
+ok(wait_until('D: a synchronous standby', \&has_sync_standby), 'D: the leader has a synchronous standby again');
+ok(publishing_after('D (synchronous)', time), 'D: publishing under synchronous replication');
+$t0 = time;
+my $paused = leader();
+ha('pause', $ha_dir, $paused, 'postgres');
+ok(wait_until('D: a new leader', sub { my $l = eval { leader() }; $l && $l ne $paused && (sql_on($l, 'SELECT NOT pg_is_in_recovery()') // '') eq 't' }),
+	"D: the leader's PostgreSQL ($paused) stalled past the ttl; another took over");
+$timing{D} = { leader => time - $t0 };
+my $promoted = leader();
+my @paused_acks = split /,/, (sql_on($promoted,
+		"SELECT string_agg(eventhub.publish_event('pause-org', 'API', 'UPDATE', 'pause-' || i, 'pause-' || i, '{}')::text, ',' ORDER BY i)"
+		  . ' FROM generate_series(1, 20) i') // die "publishing on $promoted failed: $@");
+is(scalar @paused_acks, 20, "D: $promoted acknowledged 20 publishes while $paused was stalled");
+my $t_resume = time;
+ha('resume', $ha_dir, $paused);
+# Whichever node leads then, both others stream from it.
+ok(wait_until('D: the cluster whole again', sub {
+			my $l = eval { leader() } // return 0;
+			(sql_on($l, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") // '') eq '2'
+			  && !grep { (sql_on($_, 'SELECT pg_is_in_recovery()') // '') ne 't' } grep { $_ ne $l } sort keys %port;
+		}),
+	"D: $paused went on; the cluster has a leader and two streaming replicas");
+$timing{D}{rejoin} = time - $t_resume;
+is(leader(), $promoted, "D: $promoted keeps the lead: $paused stepped down when it went on");
+ok(publishing_after('D', $t_resume), 'D: publishing goes on');
+$timing{D}{publish} = outage($t0);
+$timing{D}{caught_up} = caught_up('D', $t0, @running, $sleeper);
+($n, $lost) = check_acks([ all_acks(), map { [ 'pause-org', "pause-$_", $paused_acks[ $_ - 1 ] ] } 1 .. 20 ]);
+is($lost, 0, "D: synchronous, a stalled leader: every acknowledged event is there ($n acknowledged, 20 of them while $paused was stalled)");
+is(resyncs($_), 0, "D: $_->{name}: no resync") or diag("$_->{name} resynced:\n" . resync_context($_)) for @running, $sleeper;
+# (Or a resync of pause-org, which fails at once where they were lost.)
+wait_until('D: watch --all has pause-org', sub { applied($w_all, 'pause-org') >= 20 || grep { $_->[0] eq 'RESYNC' && $_->[1] eq 'pause-org' } lines_of($w_all) });
+is(applied($w_all, 'pause-org'), 20, 'D: watch --all applied the 20 events acknowledged while the old leader was stalled');
+workers_on_leader_only('D');
+
+# E. Asynchronous, with real lag: the replicas stop receiving WAL.
 ha('config', $ha_dir, '{"synchronous_mode": false, "maximum_lag_on_failover": 1073741824}');
 my $old = leader();
-ok(wait_until('D: no synchronous standby',
+ok(wait_until('E: no synchronous standby',
 	sub { (sql_on($old, "SELECT count(*) FILTER (WHERE sync_state = 'sync') || ',' || count(*) FROM pg_stat_replication") // '') eq '0,2' }),
-	'D: synchronous_mode off');
+	'E: synchronous_mode off');
 my @replicas = grep { $_ ne $old } sort keys %port;
 # The holder applies three events of ret-org (one entity, each superseding
 # the one before), reports it, and stops; five more follow.
@@ -408,49 +454,49 @@ sub publish_on
 	  // die "publishing to $org on $node failed: $@";
 }
 publish_on($old, 'ret-org', 3, 'config');
-ok(wait_until('D: the holder at 3', sub { applied($holder, 'ret-org') == 3
+ok(wait_until('E: the holder at 3', sub { applied($holder, 'ret-org') == 3
 	  && (sql_on($old, "SELECT applied_revision FROM eventhub.replica_progress WHERE replica_id = 'r-hold' AND organization_id = 'ret-org'") // '') eq '3' }),
-	'D: the holder applied ret-org 1-3 and reported it');
+	'E: the holder applied ret-org 1-3 and reported it');
 kill 'STOP', $holder->{h}{KIDS}[0]{PID};
 publish_on($old, 'ret-org', 5, 'config');
 kill 'STOP', $sleeper->{h}{KIDS}[0]{PID};
 # Everything so far reaches both replicas; then they stop receiving.
 my $lsn = sql_on($old, 'SELECT pg_current_wal_lsn()');
-ok(wait_until('D: the replicas caught up', sub { !grep { (sql_on($_, "SELECT pg_last_wal_replay_lsn() >= '$lsn'") // '') ne 't' } @replicas }),
-	'D: both replicas replayed everything before the lag');
+ok(wait_until('E: the replicas caught up', sub { !grep { (sql_on($_, "SELECT pg_last_wal_replay_lsn() >= '$lsn'") // '') ne 't' } @replicas }),
+	'E: both replicas replayed everything before the lag');
 # The leader's WAL senders stop: what it writes from now on stays on it (a
 # stopped WAL receiver would not do: the kernel's socket buffers would keep
 # receiving for it).
 my @senders = split /\n/, sql_on($old, 'SELECT pid FROM pg_stat_replication');
-is(scalar @senders, 2, 'D: the leader has a WAL sender for each replica');
+is(scalar @senders, 2, 'E: the leader has a WAL sender for each replica');
 kill 'STOP', @senders;
 my @acked_before = all_acks();
 publish_on($old, 'lost-org', 5);
-ok(wait_until('D: the consumers applied the lost events', sub { !grep { applied($_, 'lost-org') < 5 } @running }),
-	'D: every running consumer applied lost-org 1-5 from the leader');
+ok(wait_until('E: the consumers applied the lost events', sub { !grep { applied($_, 'lost-org') < 5 } @running }),
+	'E: every running consumer applied lost-org 1-5 from the leader');
 # And some of the publishers' own.
 my %acked_lag = map { ($_->{org} => scalar acks($_)) } values %pub;
-ok(wait_until('D: acknowledgements under lag', sub { !grep { acks($_) < $acked_lag{ $_->{org} } + 3 } values %pub }),
-	'D: both publishers acknowledged events the replicas never received');
-caught_up('D (before the crash)', time, @running);
+ok(wait_until('E: acknowledgements under lag', sub { !grep { acks($_) < $acked_lag{ $_->{org} } + 3 } values %pub }),
+	'E: both publishers acknowledged events the replicas never received');
+caught_up('E (before the crash)', time, @running);
 $t0 = time;
 ha('crash', $ha_dir, $old);
 # A crash takes the stopped senders with it.
 kill 'KILL', @senders;
-ok(wait_until('D: a new leader', sub { my $l = eval { leader() }; $l && $l ne $old && (sql_on($l, 'SELECT NOT pg_is_in_recovery()') // '') eq 't' }),
-	"D: the leader ($old) crashed; another took over");
-$timing{D} = { leader => time - $t0 };
+ok(wait_until('E: a new leader', sub { my $l = eval { leader() }; $l && $l ne $old && (sql_on($l, 'SELECT NOT pg_is_in_recovery()') // '') eq 't' }),
+	"E: the leader ($old) crashed; another took over");
+$timing{E} = { leader => time - $t0 };
 my $new = leader();
 is(sql_on($new, "SELECT count(*) FROM eventhub.events WHERE organization_id = 'lost-org'"), '0',
-	'D: the new leader never received lost-org\'s events');
-ok(publishing_after('D', $t0), 'D: publishing resumes on the new leader');
-$timing{D}{publish} = outage($t0);
+	'E: the new leader never received lost-org\'s events');
+ok(publishing_after('E', $t0), 'E: publishing resumes on the new leader');
+$timing{E}{publish} = outage($t0);
 # lost-org's new history.
 publish_on($new, 'lost-org', 2);
 # Every consumer that applied a lost event resyncs that organization.
 my %t_resync;
 ok( wait_until(
-		'D: the consumers resynced',
+		'E: the consumers resynced',
 		sub {
 			for my $c (@running)
 			{
@@ -459,33 +505,33 @@ ok( wait_until(
 			}
 			return keys %t_resync == @running;
 		}),
-	'D: every consumer that applied lost-org\'s events gets a resync for it');
-$timing{D}{resync} = { %t_resync };
-$timing{D}{caught_up} = caught_up('D', $t0, @running);
+	'E: every consumer that applied lost-org\'s events gets a resync for it');
+$timing{E}{resync} = { %t_resync };
+$timing{E}{caught_up} = caught_up('E', $t0, @running);
 kill 'CONT', $sleeper->{h}{KIDS}[0]{PID};
-ok(wait_until('D: the sleeper', sub { applied($sleeper, 'lost-org') >= 2 && applied($sleeper, 'pub-cli') >= last_ack($pub{cli})->[1] }),
-	'D: the consumer stopped before the lost events catches up');
-workers_on_leader_only('D', $old);
+ok(wait_until('E: the sleeper', sub { applied($sleeper, 'lost-org') >= 2 && applied($sleeper, 'pub-cli') >= last_ack($pub{cli})->[1] }),
+	'E: the consumer stopped before the lost events catches up');
+workers_on_leader_only('E', $old);
 
-# E. The old leader of D rejoins: its history forked, Patroni rewinds it.
-$timing{E} = rejoin('E', $old);
-like(slurp_file("$ha_dir/$old/patroni.log"), qr/pg_rewind exit code=0|reinitializ/, "E: Patroni rewound $old with pg_rewind (or reinitialized it)");
-workers_on_leader_only('E');
+# F. The old leader of E rejoins: its history forked, Patroni rewinds it.
+$timing{F} = rejoin('F', $old);
+like(slurp_file("$ha_dir/$old/patroni.log"), qr/pg_rewind exit code=0|reinitializ/, "F: Patroni rewound $old with pg_rewind (or reinitialized it)");
+workers_on_leader_only('F');
 is( sql_on(leader(), "SELECT string_agg(replica_id, ',' ORDER BY replica_id) FROM eventhub.replicas"
 		  . " WHERE last_heartbeat >= now() - current_setting('eventhub.replica_ttl')::interval"
 		  . " AND replica_id IN ('r-hold', 'w-all', 'w-org', 'w-sleeper')"),
-	'r-hold,w-all,w-org,w-sleeper', 'E: the replicas registered before the failovers are registered and live');
+	'r-hold,w-all,w-org,w-sleeper', 'F: the replicas registered before the failovers are registered and live');
 sql_on(leader(), 'SELECT eventhub.run_maintenance()') // die "run_maintenance: $@";
 is(sql_on(leader(), "SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'ret-org'"),
-	'3,4,5,6,7,8', 'E: retention (1 s) keeps what the stopped holder has not applied, and its cursor\'s event');
+	'3,4,5,6,7,8', 'F: retention (1 s) keeps what the stopped holder has not applied, and its cursor\'s event');
 # A consumer on the rejoined node, a standby: it polls.
 my $on_standby = start_consumer('on the standby', 'watch', $cli, '-d', conn_of($old), 'watch', '--org', 'ret-org',
 	'--after', '8', '--fallback-poll-interval', '250', '--timeout', $backstop);
 ok(wait_for(what => 'LISTEN refused on the standby', watch => $on_standby, stderr => qr/LISTEN|listen/),
-	'E: on the standby the consumer cannot listen, and says so');
+	'F: on the standby the consumer cannot listen, and says so');
 publish_on(leader(), 'ret-org', 1, 'config');
-ok(wait_until('E: the standby consumer', sub { applied($on_standby, 'ret-org') == 9 }),
-	'E: a consumer reading from the rejoined node gets a new event by polling');
+ok(wait_until('F: the standby consumer', sub { applied($on_standby, 'ret-org') == 9 }),
+	'F: a consumer reading from the rejoined node gets a new event by polling');
 
 # The end: publishers stop; the counts.
 kill 'CONT', $holder->{h}{KIDS}[0]{PID};
@@ -508,8 +554,8 @@ for (split /\n/, sql_on($leader, "SELECT organization_id, revision, version_id F
 my @final = all_acks();
 my ($acked, $lost_total) = check_acks(\@final);
 my ($acked_b, $lost_b) = check_acks(\@acked_before);
-is($lost_b, 0, "before D's lag: every acknowledged event is on the final leader ($acked_b)");
-diag(sprintf('publishers: %d acknowledged, %d present, %d lost (acknowledged in D by the leader that crashed while its replicas lagged)',
+is($lost_b, 0, "before E's lag: every acknowledged event is on the final leader ($acked_b)");
+diag(sprintf('publishers: %d acknowledged, %d present, %d lost (acknowledged in E by the leader that crashed while its replicas lagged)',
 	$acked, $acked - $lost_total, $lost_total));
 for my $c (@running, $sleeper)
 {
@@ -518,7 +564,7 @@ for my $c (@running, $sleeper)
 	# without a resync of that organization between the two.
 	my (%tainted, %seen);
 	my ($silent, $dup, $foreign) = (0, 0, 0);
-	# The organizations the publishers and D write (ret-org is retention's,
+	# The organizations the publishers and E write (ret-org is retention's,
 	# which deletes some of its events).
 	for my $l (grep { $_->[1] =~ /^(pub-cli|pub-sql|lost-org)$/ } lines_of($c))
 	{
@@ -531,7 +577,7 @@ for my $c (@running, $sleeper)
 	$silent += keys %tainted;
 	is($silent, 0, "$c->{name}: no silent divergence");
 	is($dup, 0, "$c->{name}: no event applied twice");
-	diag(sprintf('%s: %d events applied, %d of them lost in D, %d resyncs', $c->{name}, scalar(grep { $_->[0] eq 'EVENT' } lines_of($c)), $foreign, resyncs($c)));
+	diag(sprintf('%s: %d events applied, %d of them lost in E, %d resyncs', $c->{name}, scalar(grep { $_->[0] eq 'EVENT' } lines_of($c)), $foreign, resyncs($c)));
 }
 # The stopped consumer's connection had received the notifications of the
 # lost events, which may carry them (channel eventhub_events): resumed, it
@@ -542,17 +588,19 @@ my $sleeper_lost = grep { $_->[0] eq 'EVENT' && $_->[1] eq 'lost-org' && ($in_db
 if ($sleeper_lost)
 {
 	cmp_ok(resyncs($sleeper), '>=', 1,
-		"D: the consumer stopped before the lost events applied $sleeper_lost from notifications it had not read, and resynced");
+		"E: the consumer stopped before the lost events applied $sleeper_lost from notifications it had not read, and resynced");
 }
 else
 {
-	is(resyncs($sleeper), 0, 'D: the consumer stopped before the lost events applied none and needed no resync');
+	is(resyncs($sleeper), 0, 'E: the consumer stopped before the lost events applied none and needed no resync');
 }
 diag(sprintf('timings (s): up %.1f; A switchover: publishing back after %.1f, consumers caught up after %.1f; '
 	  . 'B synchronous crash: new leader after %.1f, publishing after %.1f, caught up after %.1f; C rejoin %.1f; '
-	  . 'D asynchronous crash: new leader after %.1f, publishing after %.1f, resyncs after %s, caught up after %.1f; E rejoin with pg_rewind %.1f',
+	  . 'D synchronous, a stalled leader: new leader after %.1f, the old one rejoined %.1f after it went on, publishing after %.1f, caught up after %.1f; '
+	  . 'E asynchronous crash: new leader after %.1f, publishing after %.1f, resyncs after %s, caught up after %.1f; F rejoin with pg_rewind %.1f',
 	$timing{up}, @{ $timing{A} }{qw(publish caught_up)}, @{ $timing{B} }{qw(leader publish caught_up)}, $timing{C},
-	@{ $timing{D} }{qw(leader publish)}, join(', ', map { sprintf '%s %.1f', $_, $timing{D}{resync}{$_} } sort keys %{ $timing{D}{resync} }),
-	$timing{D}{caught_up}, $timing{E}));
+	@{ $timing{D} }{qw(leader rejoin publish caught_up)},
+	@{ $timing{E} }{qw(leader publish)}, join(', ', map { sprintf '%s %.1f', $_, $timing{E}{resync}{$_} } sort keys %{ $timing{E}{resync} }),
+	$timing{E}{caught_up}, $timing{F}));
 
 done_testing();
