@@ -320,7 +320,10 @@ EntitiesDestroy(DestReceiver *self)
  * entity's latest event above complete_after, in (event_type, entity_id)
  * byte order, after the keyset (after_event_type, after_entity_id) when
  * given.  A page holds max_entities rows, or fewer once their stored size
- * reaches max_bytes (never none); a page short on both counts is the last.
+ * reaches max_bytes (never none).  A page with no rows ends the snapshot,
+ * and so does one short of max_entities when max_bytes is NULL; a client
+ * cannot tell a page cut by max_bytes from the last (the size counted is
+ * the stored one).
  * ZE004 when the organization's latest events are not its full state, ZE005
  * when its head is no longer at_revision (and at_version): read the pages
  * in one REPEATABLE READ transaction.  Runs as the caller, with the

@@ -130,3 +130,10 @@ UPDATE pg_catalog.pg_init_privs i
    AND i.objoid OPERATOR(pg_catalog.=) p.oid
    AND i.objsubid OPERATOR(pg_catalog.=) 0
    AND i.privtype OPERATOR(pg_catalog.=) 'e';
+
+-- snapshot_head's and snapshot_entities' comments: a registered
+-- organization's empty head, and which page is the last.
+COMMENT ON FUNCTION eventhub.snapshot_head(text) IS
+'Returns the head revision and version id a snapshot of the organization is read at, in the caller''s snapshot: (0, NULL) for an organization never registered, (0, its version id) for one registered without events. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state (organization_states.complete_after NULL: see eventhub.declare_full_state()). Read it and the snapshot''s pages in one REPEATABLE READ transaction, then continue with events_since from that head.';
+COMMENT ON FUNCTION eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid) IS
+'Returns one page of the organization''s snapshot at head at_revision: each live entity''s latest event, in (event_type, entity_id) byte order, after (after_event_type, after_entity_id) when given (the last row of the previous page). A page holds max_entities rows, or fewer once their stored size reaches max_bytes: a page with no rows ends the snapshot, and so does one with fewer than max_entities rows when max_bytes is NULL. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state, and ZE005 when its head is no longer at_revision (and at_version): read snapshot_head and the pages in one REPEATABLE READ transaction.';

@@ -198,7 +198,7 @@ SET search_path = pg_catalog, pg_temp;
 -- Runs as the caller, with the caller's privileges and row-level security.
 
 COMMENT ON FUNCTION eventhub.snapshot_head(text) IS
-'Returns the head revision and version id a snapshot of the organization is read at, in the caller''s snapshot: (0, NULL) for an organization never registered. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state (organization_states.complete_after NULL: see eventhub.declare_full_state()). Read it and the snapshot''s pages in one REPEATABLE READ transaction, then continue with events_since from that head.';
+'Returns the head revision and version id a snapshot of the organization is read at, in the caller''s snapshot: (0, NULL) for an organization never registered, (0, its version id) for one registered without events. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state (organization_states.complete_after NULL: see eventhub.declare_full_state()). Read it and the snapshot''s pages in one REPEATABLE READ transaction, then continue with events_since from that head.';
 
 -- One page of a snapshot: see extension/snapshot.c.
 CREATE FUNCTION eventhub.snapshot_entities(
@@ -221,7 +221,7 @@ SET jit = off;
 -- a large snapshot's CPU (make bench, docs/performance.md).
 
 COMMENT ON FUNCTION eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid) IS
-'Returns one page of the organization''s snapshot at head at_revision: each live entity''s latest event, in (event_type, entity_id) byte order, after (after_event_type, after_entity_id) when given (the last row of the previous page). A page holds max_entities rows, or fewer once their size reaches max_bytes; a page short on both counts is the last. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state, and ZE005 when its head is no longer at_revision (and at_version): read snapshot_head and the pages in one REPEATABLE READ transaction.';
+'Returns one page of the organization''s snapshot at head at_revision: each live entity''s latest event, in (event_type, entity_id) byte order, after (after_event_type, after_entity_id) when given (the last row of the previous page). A page holds max_entities rows, or fewer once their stored size reaches max_bytes: a page with no rows ends the snapshot, and so does one with fewer than max_entities rows when max_bytes is NULL. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state, and ZE005 when its head is no longer at_revision (and at_version): read snapshot_head and the pages in one REPEATABLE READ transaction.';
 
 -- complete_after: see the column's comment and extension/snapshot.c.
 CREATE FUNCTION eventhub.declare_full_state(organization_id text, after_revision bigint)
