@@ -5,7 +5,8 @@
  * of an incomplete state or an interrupted snapshot; a --metrics-file that
  * cannot be written at start), 2 a usage error, 3 `watch --timeout` passed before --count events arrived,
  * 4 `status --fail-if-lag N` found a live replica more than N behind, 130
- * `watch` ended by SIGINT or SIGTERM, 141 its standard output was closed.
+ * SIGINT or SIGTERM ended the command, 141 `watch`'s standard output was
+ * closed.  Neither of the last two says anything on stderr.
  *
  * Strings from the database (organization and replica ids, hashes, labels,
  * server messages) are escaped in tables and on stderr (cli_put_escaped)
@@ -14,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -32,27 +34,87 @@
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 3
 #define EXIT_LAGGING 4
-#define EXIT_INTERRUPTED 130	/* 128 + SIGINT */
+#define EXIT_INTERRUPTED 130	/* 128 + SIGINT, for SIGTERM too */
 #define EXIT_PIPE 141			/* 128 + SIGPIPE, as a shell reports a process it killed */
 
+#define STOP_GRACE_MS 250		/* after a signal: for the lines being written */
+#define STOP_TIMEOUT_S 3		/* after a signal: for the whole stop */
+
 /*
- * SIGINT and SIGTERM write a byte to this pipe, which the watch loop polls
- * together with the connection: a signal that arrives while a query runs is
- * not lost.
+ * SIGINT and SIGTERM in watch and get: signalled, then a byte to
+ * signal_pipe, which every wait of theirs polls (the loop's, with the
+ * connection, and write_out's for stdout): a signal that arrives while a
+ * query runs or a reader stalls is not lost.
  */
 static int signal_pipe[2] = {-1, -1};
+static volatile sig_atomic_t signalled;
 
+/*
+ * SIGINT and SIGTERM of watch and get: tells their loop, which stops
+ * printing and ends as usual (the replica deregisters).  A second signal,
+ * or a stop that takes longer than STOP_TIMEOUT_S (the alarm), ends the
+ * process at once.
+ */
 static void
 on_signal(int signo)
 {
 	char		byte = (char) signo;
 	int			saved = errno;
 
+	if (signalled)
+		_exit(EXIT_INTERRUPTED);
+	signalled = 1;
+	alarm(STOP_TIMEOUT_S);
 	if (write(signal_pipe[1], &byte, 1) < 0)
 	{
-		/* the pipe is full: a signal is already pending */
+		/* cannot fail: one byte at most; signalled tells the loop anyway */
 	}
 	errno = saved;
+}
+
+/*
+ * Ends the process quietly, as interrupted: SIGINT and SIGTERM of the
+ * commands with nothing to undo, and the alarm of a stop that takes too
+ * long.
+ */
+static void
+exit_interrupted(int signo)
+{
+	(void) signo;
+	_exit(EXIT_INTERRUPTED);
+}
+
+/*
+ * SIGINT and SIGTERM: watch and get stop through their loop (on_signal),
+ * the other commands at once; either way quietly, with EXIT_INTERRUPTED.
+ * No SA_RESTART: a wait or write that a signal interrupts returns EINTR,
+ * which is no error: the caller looks at signalled.  SIGPIPE is ignored:
+ * a closed stdout shows as EPIPE, so that watch can deregister first.
+ * Returns 0, or -1 with errno set.
+ */
+static int
+handle_signals(cli_command command)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sa.sa_handler = exit_interrupted;
+	if (command == CMD_WATCH || command == CMD_GET)
+	{
+		if (pipe(signal_pipe) != 0 ||
+			fcntl(signal_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+			fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+			sigaction(SIGALRM, &sa, NULL) != 0)
+			return -1;
+		sa.sa_handler = on_signal;
+	}
+	if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
 }
 
 /* Writes str as a JSON string. */
@@ -215,159 +277,242 @@ typedef struct watch_state
 	int			done;			/* get: the snapshot ended */
 	int			aborted;		/* get: the snapshot was interrupted */
 	int64_t		entities;		/* of the snapshot under way (one at a time) */
+	char	   *lines;			/* the lines begun by begin_lines() */
+	size_t		lines_len;
 } watch_state;
 
+/* Records why stdout cannot be written any more (the first reason); false. */
+static bool
+output_failed(watch_state *w, int err)
+{
+	if (w->write_errno == 0)
+		w->write_errno = err ? err : EIO;
+	return false;
+}
+
 /*
- * Flushes stdout after a line; false when it cannot be written any more
- * (EPIPE: its reader went away, as with `watch ... | head -1`), which
- * w->write_errno then tells.  SIGPIPE is ignored, so that watch ends as on
- * SIGTERM: its replica deregisters.
+ * Writes len bytes of lines to stdout, PIPE_BUF at a time once poll() says
+ * that stdout takes more: a pipe or a socket then takes them without
+ * blocking, so that watch waits for a reader that stopped reading in
+ * poll(), which the signal pipe wakes.  After SIGINT or SIGTERM the reader
+ * has STOP_GRACE_MS more to take them (a reader that keeps up gets the
+ * lines under way whole), then they are given up.  False when stdout
+ * cannot be written any more (w->write_errno says why: EPIPE when its
+ * reader went away, as with `watch ... | head -1`) or a signal cut the
+ * lines short.
  */
 static bool
-flush_line(watch_state *w)
+write_out(watch_state *w, const char *buf, size_t len)
 {
-	if (fflush(stdout) == 0 && !ferror(stdout))
-		return true;
-	if (w->write_errno == 0)
-		w->write_errno = errno ? errno : EIO;
-	return false;
+	double		give_up = 0;
+
+	for (size_t done = 0; done < len;)
+	{
+		struct pollfd fds[2] = {
+			{.fd = STDOUT_FILENO, .events = POLLOUT},
+			{.fd = signalled ? -1 : signal_pipe[0], .events = POLLIN},
+		};
+		int			wait = -1;
+		ssize_t		n;
+
+		if (signalled)
+		{
+			if (give_up == 0)
+				give_up = now_seconds() + STOP_GRACE_MS / 1000.0;
+			wait = (int) ((give_up - now_seconds()) * 1000);
+			if (wait <= 0)
+				return false;
+		}
+		if (poll(fds, 2, wait) < 0 && errno != EINTR)
+			return output_failed(w, errno);
+		if (fds[0].revents & POLLNVAL)
+			return output_failed(w, EBADF);
+		if (!(fds[0].revents & (POLLOUT | POLLERR | POLLHUP)))
+			continue;			/* a signal, or the grace is over */
+		/* POLLERR or POLLHUP: the write says why (EPIPE: SIGPIPE is ignored) */
+		n = write(STDOUT_FILENO, buf + done, len - done < PIPE_BUF ? len - done : PIPE_BUF);
+		if (n > 0)
+			done += (size_t) n;
+		else if (n < 0 && errno != EINTR && errno != EAGAIN)
+			return output_failed(w, errno);
+	}
+	return true;
+}
+
+/*
+ * Starts the lines of one callback, in memory: stdout is written by
+ * end_lines(), a transaction's lines together.  NULL when out of memory.
+ */
+static FILE *
+begin_lines(watch_state *w)
+{
+	FILE	   *out = open_memstream(&w->lines, &w->lines_len);
+
+	if (!out)
+		output_failed(w, errno);
+	return out;
+}
+
+/* Writes the lines begun by begin_lines() out; false as write_out(). */
+static bool
+end_lines(watch_state *w, FILE *out)
+{
+	bool		ok;
+
+	if (fclose(out) != 0)
+		ok = output_failed(w, ENOMEM);
+	else
+		ok = write_out(w, w->lines, w->lines_len);
+	free(w->lines);
+	w->lines = NULL;
+	return ok;
 }
 
 /* An event's line, as in 0.3.0 with the transaction's two keys appended. */
 static void
-print_event(const eh_event *ev)
+print_event(FILE *out, const eh_event *ev)
 {
-	fputs("{\"organization_id\": ", stdout);
-	json_string(stdout, ev->organization_id);
-	printf(", \"revision\": %lld", (long long) ev->revision);
-	json_field(stdout, "version_id", ev->version_id);
-	json_field(stdout, "processed_timestamp", ev->processed_timestamp);
-	json_field(stdout, "originated_timestamp", ev->originated_timestamp);
-	json_field(stdout, "event_type", ev->event_type);
-	json_field(stdout, "action", ev->action);
-	json_field(stdout, "entity_id", ev->entity_id);
-	json_field(stdout, "correlation_id", ev->correlation_id);
+	fputs("{\"organization_id\": ", out);
+	json_string(out, ev->organization_id);
+	fprintf(out, ", \"revision\": %lld", (long long) ev->revision);
+	json_field(out, "version_id", ev->version_id);
+	json_field(out, "processed_timestamp", ev->processed_timestamp);
+	json_field(out, "originated_timestamp", ev->originated_timestamp);
+	json_field(out, "event_type", ev->event_type);
+	json_field(out, "action", ev->action);
+	json_field(out, "entity_id", ev->entity_id);
+	json_field(out, "correlation_id", ev->correlation_id);
 	/* event_data is jsonb's own output: valid JSON, written as a value */
-	fputs(", \"event_data\": ", stdout);
-	cli_put_json(stdout, ev->event_data);
-	printf(", \"transaction_first_revision\": %lld, \"transaction_end\": %s}\n",
-		   (long long) ev->transaction_first_revision, ev->transaction_end ? "true" : "false");
+	fputs(", \"event_data\": ", out);
+	cli_put_json(out, ev->event_data);
+	fprintf(out, ", \"transaction_first_revision\": %lld, \"transaction_end\": %s}\n",
+			(long long) ev->transaction_first_revision, ev->transaction_end ? "true" : "false");
 }
 
 /*
  * A transaction's events (or a part of one over the batch limits), one
- * line each.  --count stops only at a transaction's end.
+ * line each.  --count stops only at a transaction's end.  Once signalled,
+ * nothing more.
  */
 static int
 print_transaction(eh_client *client, const char *org, const eh_event *const *events, int n,
 				  int ends_transaction, void *arg)
 {
 	watch_state *w = arg;
+	FILE	   *out;
 
 	(void) client;
 	(void) org;
+	if (signalled || !(out = begin_lines(w)))
+		return 1;				/* stop */
 	for (int i = 0; i < n; i++)
-		print_event(events[i]);
-	if (!flush_line(w))
-		return 1;				/* stop: the output is gone */
+		print_event(out, events[i]);
+	if (!end_lines(w, out))
+		return 1;				/* stop: the output is gone, or cut short */
 	w->seen += n;
 	return ends_transaction && w->limit > 0 && w->seen >= w->limit;
 }
 
 /* Writes , "head_revision": N, "head_version_id": "..." (null without events). */
 static void
-print_head(int64_t head, const char *version)
+print_head(FILE *out, int64_t head, const char *version)
 {
-	printf(", \"head_revision\": %lld, \"head_version_id\": ", (long long) head);
+	fprintf(out, ", \"head_revision\": %lld, \"head_version_id\": ", (long long) head);
 	if (version)
-		json_string(stdout, version);
+		json_string(out, version);
 	else
-		fputs("null", stdout);
+		fputs("null", out);
+}
+
+/*
+ * An entity's line of a snapshot: its type as event_type, as the SQL
+ * (eventhub.snapshot_entities) names it, then the same as entity_type,
+ * the name of 0.4.0, deprecated: it goes in the next release.
+ */
+static void
+print_entity(FILE *out, const eh_entity *e)
+{
+	fputs("{\"organization_id\": ", out);
+	json_string(out, e->organization_id);
+	json_field(out, "event_type", e->event_type);
+	json_field(out, "entity_type", e->event_type);
+	json_field(out, "entity_id", e->entity_id);
+	fprintf(out, ", \"revision\": %lld", (long long) e->revision);
+	json_field(out, "version_id", e->version_id);
+	fputs(", \"event_data\": ", out);
+	cli_put_json(out, e->event_data);
+	fputs("}\n", out);
+}
+
+/* A snapshot's marker line: begin, end or abort. */
+static void
+print_snapshot_marker(FILE *out, const char *org, eh_snapshot_phase phase, int reason,
+					  int64_t head, const char *head_version, int64_t entities)
+{
+	fprintf(out, "{\"snapshot\": \"%s\", \"organization_id\": ", eh_snapshot_phase_name(phase));
+	json_string(out, org);
+	if (phase == EH_SNAPSHOT_BEGIN)
+		fprintf(out, ", \"reason\": \"%s\"", reason ? eh_resync_reason_name((eh_resync_reason) reason) : "initial");
+	if (phase != EH_SNAPSHOT_ABORT)
+		print_head(out, head, head_version);
+	if (phase == EH_SNAPSHOT_END)
+		fprintf(out, ", \"entities\": %lld", (long long) entities);
+	fputs("}\n", out);
 }
 
 /*
  * A snapshot: watch prints its begin line, its entities, its end line (or
- * abort); get the entities and the end line, and then it is done.
+ * abort); get the entities and the end line, and then it is done (an
+ * abort ends it too).  Once signalled, nothing more.
  */
 static void
 print_snapshot(eh_client *client, const char *org, eh_snapshot_phase phase, int reason,
 			   const eh_entity *const *entities, int n, int64_t head, const char *head_version, void *arg)
 {
 	watch_state *w = arg;
+	FILE	   *out;
 
 	(void) client;
-	if (w->write_errno || w->done || w->aborted)
+	if (signalled || w->write_errno || w->done || w->aborted)
 		return;
-	switch (phase)
-	{
-		case EH_SNAPSHOT_BEGIN:
-			w->entities = 0;
-			if (w->get)
-				return;
-			fputs("{\"snapshot\": \"begin\", \"organization_id\": ", stdout);
-			json_string(stdout, org);
-			printf(", \"reason\": \"%s\"", reason ? eh_resync_reason_name((eh_resync_reason) reason) : "initial");
-			print_head(head, head_version);
-			fputs("}\n", stdout);
-			break;
-		case EH_SNAPSHOT_ENTITIES:
-			w->entities += n;
-			for (int i = 0; i < n; i++)
-			{
-				const eh_entity *e = entities[i];
-
-				fputs("{\"organization_id\": ", stdout);
-				json_string(stdout, e->organization_id);
-				json_field(stdout, "entity_type", e->event_type);
-				json_field(stdout, "entity_id", e->entity_id);
-				printf(", \"revision\": %lld", (long long) e->revision);
-				json_field(stdout, "version_id", e->version_id);
-				fputs(", \"event_data\": ", stdout);
-				cli_put_json(stdout, e->event_data);
-				fputs("}\n", stdout);
-			}
-			break;
-		case EH_SNAPSHOT_END:
-			fputs("{\"snapshot\": \"end\", \"organization_id\": ", stdout);
-			json_string(stdout, org);
-			print_head(head, head_version);
-			printf(", \"entities\": %lld}\n", (long long) w->entities);
-			if (w->get)
-				w->done = 1;
-			break;
-		case EH_SNAPSHOT_ABORT:
-			if (w->get)
-			{
-				w->aborted = 1;
-				return;
-			}
-			fputs("{\"snapshot\": \"abort\", \"organization_id\": ", stdout);
-			json_string(stdout, org);
-			fputs("}\n", stdout);
-			break;
-	}
-	flush_line(w);
+	if (phase == EH_SNAPSHOT_BEGIN)
+		w->entities = 0;
+	else if (phase == EH_SNAPSHOT_ENTITIES)
+		w->entities += n;
+	else if (phase == EH_SNAPSHOT_ABORT && w->get)
+		w->aborted = 1;
+	/* get prints neither a begin line nor an abort line */
+	if ((w->get && (phase == EH_SNAPSHOT_BEGIN || phase == EH_SNAPSHOT_ABORT)) || !(out = begin_lines(w)))
+		return;
+	if (phase == EH_SNAPSHOT_ENTITIES)
+		for (int i = 0; i < n; i++)
+			print_entity(out, entities[i]);
+	else
+		print_snapshot_marker(out, org, phase, reason, head, head_version, w->entities);
+	if (end_lines(w, out) && w->get && phase == EH_SNAPSHOT_END)
+		w->done = 1;
 }
 
 /*
  * A resync line carries the new cursor to store: the head's revision and
- * version.
+ * version.  Once signalled, nothing more.
  */
 static void
 print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_t head, void *arg)
 {
 	const char *version = eh_cursor_version(client, org);
 	watch_state *w = arg;
+	FILE	   *out;
 
-	if (w->write_errno)
+	if (signalled || w->write_errno || !(out = begin_lines(w)))
 		return;
-	fputs("{\"resync\": true, \"organization_id\": ", stdout);
-	json_string(stdout, org);
-	printf(", \"reason\": \"%s\", \"head_revision\": %lld", eh_resync_reason_name(reason), (long long) head);
+	fputs("{\"resync\": true, \"organization_id\": ", out);
+	json_string(out, org);
+	fprintf(out, ", \"reason\": \"%s\", \"head_revision\": %lld", eh_resync_reason_name(reason), (long long) head);
 	if (version)
-		json_field(stdout, "head_version_id", version);
-	fputs("}\n", stdout);
-	flush_line(w);
+		json_field(out, "head_version_id", version);
+	fputs("}\n", out);
+	end_lines(w, out);
 }
 
 /* The text of eh_render_metrics(), malloc'd; NULL when out of memory. */
@@ -552,7 +697,7 @@ run_watch(const cli_options *o)
 	 * The client's own event-loop interface: wait on its sockets, the signal
 	 * pipe and its next timer, then let it process what is ready.
 	 */
-	while (!interrupted)
+	while (!(interrupted = signalled))	/* SIGINT, SIGTERM: stop */
 	{
 		struct pollfd fds[2 + EH_MAX_SOCKETS];
 		int			sockets[EH_MAX_SOCKETS];
@@ -656,9 +801,7 @@ run_watch(const cli_options *o)
 			status = 1;
 			break;
 		}
-		if (fds[0].revents & POLLIN)
-			interrupted = 1;
-		else if (fds[1].revents & (POLLERR | POLLHUP))
+		if (!signalled && (fds[1].revents & (POLLERR | POLLHUP)))
 		{
 			/* The next line would fail with EPIPE: end now, not then. */
 			status = EXIT_PIPE;
@@ -1134,7 +1277,6 @@ main(int argc, char **argv)
 {
 	cli_options o;
 	char		err[256];
-	struct sigaction sa;
 	int			status;
 
 	if (argc == 2 && strcmp(argv[1], "--version") == 0)
@@ -1154,20 +1296,11 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	if (pipe(signal_pipe) != 0 ||
-		fcntl(signal_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
-		fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+	if (handle_signals(o.command) != 0)
 	{
-		fprintf(stderr, "eventhub: could not create a pipe: %s\n", strerror(errno));
+		fprintf(stderr, "eventhub: could not set up signal handling: %s\n", strerror(errno));
 		return 1;
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND;	/* a second signal ends the process at once */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	/* A closed stdout shows as EPIPE, so that watch can deregister first. */
-	signal(SIGPIPE, SIG_IGN);
 
 	switch (o.command)
 	{

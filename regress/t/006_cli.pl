@@ -177,8 +177,9 @@ query(join('',
 	publish_sql('cliget', event_type => 'API', action => 'DELETE', entity => 'gone'),
 	publish_sql('cliget', event_type => 'CERT', action => 'CREATE', entity => "\x{e9}t\x{e9}", data => '{"pem": "x"}')));
 my $entities_sql = q{
-	SELECT string_agg(json_build_object('organization_id', organization_id, 'entity_type', event_type,
-	         'entity_id', entity_id, 'revision', revision, 'version_id', version_id, 'event_data', event_data)::text,
+	SELECT string_agg(json_build_object('organization_id', organization_id, 'event_type', event_type,
+	         'entity_type', event_type, 'entity_id', entity_id, 'revision', revision, 'version_id', version_id,
+	         'event_data', event_data)::text,
 	         E'\n' ORDER BY event_type, entity_id)
 	  FROM (SELECT DISTINCT ON (event_type, entity_id) * FROM eventhub.events WHERE organization_id = 'cliget'
 	         ORDER BY event_type, entity_id, revision DESC) e
@@ -194,7 +195,9 @@ is_deeply([ map { $json->encode(JSON::PP->new->decode($_)) } @lines ], \@want,
 	"get prints the server's live entities, in order, one per line");
 is($end, qq({"snapshot": "end", "organization_id": "cliget", "head_revision": $head_rev, "head_version_id": "$head_ver", "entities": 2}),
 	'then the end line with the head');
-like($lines[0], qr/^\{"organization_id": "cliget", "entity_type": "API", "entity_id": "w", "revision": 3, "version_id": "[-0-9a-f]{36}", "event_data": \{"v": 2\}\}$/,
+# The type is event_type, as in the SQL and on event lines, then again as
+# entity_type, deprecated.
+like($lines[0], qr/^\{"organization_id": "cliget", "event_type": "API", "entity_type": "API", "entity_id": "w", "revision": 3, "version_id": "[-0-9a-f]{36}", "event_data": \{"v": 2\}\}$/,
 	'an entity line has its keys in the documented order');
 cli('get', '--org', 'cli-nobody');
 is("$rc $out", qq(0 {"snapshot": "end", "organization_id": "cli-nobody", "head_revision": 0, "head_version_id": null, "entities": 0}\n),
@@ -233,11 +236,12 @@ wait_for(what => 'the event after the second snapshot', watch => $w, matches => 
   or die 'no event after the resync';
 $w->{h}->signal('TERM');
 eval { $w->{h}->finish };
+# Event lines are the ones with an action (docs/cli.md), entity lines the others.
 my @marks = map {
 	    $_->{snapshot} ? "$_->{snapshot}" . ($_->{reason} ? "($_->{reason},$_->{head_revision})" : '')
 	  . (defined $_->{entities} ? "($_->{head_revision},$_->{entities})" : '')
-	  : $_->{entity_type} ? "entity:$_->{entity_id}"
-	  : "event:$_->{revision}"
+	  : defined $_->{action} ? "event:$_->{revision}"
+	  : "entity:$_->{entity_id}"
 } watch_lines($w);
 is(join(' ', @marks),
 	'begin(initial,2) entity:a entity:b end(2,2) event:3 begin(history_removed,23) entity:a entity:b entity:u entity:z end(23,4) event:24',
@@ -245,6 +249,9 @@ is(join(' ', @marks),
 my ($begin) = grep { /"snapshot": "begin"/ } split /\n/, $w->{out};
 like($begin, qr/^\{"snapshot": "begin", "organization_id": "cliwatch", "reason": "initial", "head_revision": 2, "head_version_id": "[-0-9a-f]{36}"\}$/,
 	'the begin line as documented');
+my ($entity) = grep { /"entity_id": "a"/ } split /\n/, $w->{out};
+like($entity, qr/^\{"organization_id": "cliwatch", "event_type": "API", "entity_type": "API", "entity_id": "a", "revision": 1, "version_id": "[-0-9a-f]{36}", "event_data": \{\}\}$/,
+	'an entity line of watch --snapshot as one of get');
 
 # watch --all --snapshot: each organization's snapshot whole, one after
 # another; one whose state is incomplete (clitxn, above) gets a resync
@@ -260,7 +267,7 @@ for my $l (watch_lines($all))
 {
 	if (($l->{snapshot} // '') eq 'begin') { $whole = 0 if defined $open; $open = $l->{organization_id} }
 	elsif ($l->{snapshot}) { $whole = 0 unless ($open // '') eq $l->{organization_id}; undef $open }
-	elsif ($l->{entity_type}) { $whole = 0 unless ($open // '') eq $l->{organization_id};
+	elsif (defined $l->{event_type} && !defined $l->{action}) { $whole = 0 unless ($open // '') eq $l->{organization_id};
 		push @got, $json->encode($l) if $l->{organization_id} eq 'cliget' }
 }
 ok($whole, 'watch --all --snapshot: snapshots one after another, each between its markers');

@@ -1,8 +1,9 @@
 # 014_cli_safety.pl: what the CLI prints cannot be turned against the
 # terminal that shows it, watch ends cleanly (deregistered) when its reader
-# goes away, ids the server would refuse are refused at the start, and
+# goes away, ids the server would refuse are refused at the start,
 # `eventhub status` stays a usable probe with 100,000 organizations and ten
-# replicas, for the operator role docs/operations.md grants.
+# replicas, for the operator role docs/operations.md grants, and SIGTERM
+# and SIGINT stop a watch whose reader stalls at once, quietly.
 
 use strict;
 use warnings;
@@ -10,6 +11,7 @@ use warnings;
 use EventhubTest;
 use IPC::Run;
 use Encode;
+use Fcntl qw(O_WRONLY O_NONBLOCK);
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -106,6 +108,59 @@ note(sprintf('status --fail-if-lag with 100,000 organizations and 10 replicas: %
 ($rc, $out, $err) = run_cli('-d', $opconn, 'status', '--org', 'org-3');
 is($rc, 0, 'status --org as the operator');
 is(scalar(() = $out =~ /^replica-\d+\s+live\s+org-3\s+0\s+1\s+1\s/mg), 10, 'each replica\'s progress on that organization');
+
+# A reader that stalls: watch waits to write to a full pipe.  SIGTERM (what
+# a process manager sends first) and SIGINT still end it at once, quietly,
+# with the documented status, and it deregisters its replica.  Its stdout is
+# start_watch's pipe, which the harness drains only when pumped: nothing
+# pumps it until watch exited.  That watch waits for the pipe is read from
+# the kernel, not guessed from time: the pipe is full (a writer opened on it
+# through /proc polls unwritable) while watch, with far more to print,
+# sleeps in a write (wait channel pipe_write, or anon_pipe_write on recent
+# kernels) or a poll.  That it exited is read there too (a zombie until
+# reaped), so that nothing reads the pipe meanwhile.
+sub pipe_full
+{
+	my ($pid) = @_;
+	sysopen(my $pipe, "/proc/$pid/fd/1", O_WRONLY | O_NONBLOCK) or return 0;
+	my $writable = '';
+	vec($writable, fileno($pipe), 1) = 1;
+	return select(undef, $writable, undef, 0) == 0;
+}
+my $pad = 'p' x 4000;
+for my $sig ('TERM', 'INT')
+{
+	my $replica = "stalled-$sig";
+	my $w = start_watch($connstr, '--org', $replica, '--replica-id', $replica, '--poll-interval', '200');
+	my $pid = $w->{h}{KIDS}[0]{PID};
+	wait_for(what => "the $sig watcher's replica", node => $node,
+		sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = '$replica'")
+	  or die "the $sig watcher did not register";
+	# 100 events of 4 kB: 400 kB, six times what the pipe holds.
+	publish($node, $replica, 100, data => qq({"pad": "$pad"}));
+	my $wchan = '';
+	ok(wait_for(what => "the $sig watcher waiting for the pipe",
+			until => sub {
+				$wchan = eval { slurp_file("/proc/$pid/wchan") } // '';
+				return $wchan =~ /pipe_write|poll/ && pipe_full($pid);
+			}),
+		"watch waits to write to a full pipe that nobody reads ($wchan)");
+	my $exited = sub {
+		my $stat = eval { slurp_file("/proc/$pid/stat") };
+		return !defined $stat || $stat =~ /\) Z /;
+	};
+	$t0 = time;
+	kill $sig, $pid;
+	my $gone = wait_for(what => "the $sig watcher exiting", until => $exited, timeout => 10);
+	$took = time - $t0;
+	ok($gone, "SIG$sig ends it");
+	cmp_ok($took, '<', 1, sprintf('within a second (%.3f s)', $took));
+	kill 'KILL', $pid unless $gone;
+	is(finish_cli($w), 130, "with status 130 for SIG$sig");
+	is($w->{err}, '', 'and nothing on stderr');
+	is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = '$replica'"),
+		'0', 'its replica is deregistered');
+}
 
 $node->stop;
 done_testing();

@@ -264,10 +264,11 @@ sub fold_watch_lines
 		{
 			push @{ $o->{resyncs} }, $l;
 		}
-		elsif (defined $l->{entity_type})
+		elsif (!defined $l->{action})
 		{
+			# An entity line: no action (docs/cli.md); its type is event_type.
 			my $p = $pending{ $l->{organization_id} } or croak 'an entity line outside a snapshot';
-			$p->{map}{"$l->{entity_type}\t$l->{entity_id}"} = $l->{event_data};
+			$p->{map}{"$l->{event_type}\t$l->{entity_id}"} = $l->{event_data};
 		}
 		else
 		{
