@@ -473,7 +473,7 @@ ha_tree() {
 # NODE/paused, which ha_resume reads.
 ha_pause() {
 	ha_load "${1:?usage: ha-cluster.sh pause DIR NODE [postgres|node]}" || return 1
-	local node=${2:?usage: ha-cluster.sh pause DIR NODE [postgres|node]} what=${3:-postgres} pid pids= postmaster wrapper
+	local node=${2:?usage: ha-cluster.sh pause DIR NODE [postgres|node]} what=${3:-postgres} pid pids='' postmaster wrapper
 	case $what in
 	postgres | node) ;;
 	*) echo "usage: ha-cluster.sh pause DIR NODE [postgres|node]" >&2; return 2 ;;
@@ -495,7 +495,8 @@ ha_pause() {
 	# read (a stopped postmaster forks no more).
 	postmaster=$(head -1 "$HA_DIR/$node/data/postmaster.pid" 2>/dev/null)
 	if [ -z "$postmaster" ] || ! tr '\0' ' ' 2>/dev/null <"/proc/$postmaster/cmdline" | grep -qF "$HA_DIR/$node/data"; then
-		[ -z "$pids" ] || kill -CONT $pids
+		# shellcheck disable=SC2086 # one pid a word
+		ha_cont $pids
 		echo "ha-cluster: $node's PostgreSQL does not run" >&2
 		return 1
 	fi
@@ -503,7 +504,17 @@ ha_pause() {
 	pids="$pids $(ha_tree "$postmaster")"
 	# shellcheck disable=SC2086 # one pid a word
 	kill -STOP $pids 2>/dev/null
+	# shellcheck disable=SC2086 # one line, one pid a word
 	echo $pids >"$HA_DIR/$node/paused"
+}
+
+# ha_cont PID...: SIGCONT to each, in the reverse order of ha_pause's:
+# runuser, woken last, finds its child running (woken first, it would see
+# it stopped and stop itself again).
+ha_cont() {
+	[ $# -gt 0 ] || return 0
+	# shellcheck disable=SC2046 # one pid a word
+	kill -CONT $(printf '%s\n' "$@" | tac) 2>/dev/null
 }
 
 # ha_resume DIR NODE: the processes ha_pause stopped go on, all at once.
@@ -511,10 +522,8 @@ ha_resume() {
 	ha_load "${1:?usage: ha-cluster.sh resume DIR NODE}" || return 1
 	local node=${2:?usage: ha-cluster.sh resume DIR NODE} pids
 	pids=$(cat "$HA_DIR/$node/paused" 2>/dev/null) || { echo "ha-cluster: $node is not paused" >&2; return 1; }
-	# In the reverse order: runuser, woken last, finds its child running
-	# (woken first, it would see it stopped and stop itself again).
-	# shellcheck disable=SC2046 # one pid a word
-	kill -CONT $(printf '%s\n' $pids | tac) 2>/dev/null
+	# shellcheck disable=SC2086 # one pid a word
+	ha_cont $pids
 	rm -f "$HA_DIR/$node/paused"
 }
 
