@@ -128,7 +128,11 @@ def retryable(error):
 
 
 # What libpq says of a server refused for its role (target_session_attrs)
-# or for its state: none of it outlasts a failover.
+# or for its state, or of a connection the network or a dying server ended:
+# none of it outlasts a failover. psycopg tries the hosts of a multi-host
+# conninfo one by one and reports the last one's error alone, so that a
+# host that closed the connection while it went down (a crash, a demoted
+# leader's immediate shutdown) can be all the message says.
 PASSING_REFUSALS = (
     "session is read-only",
     "session is not read-only",
@@ -137,6 +141,10 @@ PASSING_REFUSALS = (
     "is starting up",
     "not yet accepting connections",
     "in recovery mode",
+    "server closed the connection unexpectedly",
+    "Connection refused",
+    "timeout expired",
+    "could not receive data",
 )
 
 
