@@ -5,8 +5,9 @@
  * of an incomplete state or an interrupted snapshot; a --metrics-file that
  * cannot be written at start), 2 a usage error, 3 `watch --timeout` passed before --count events arrived,
  * 4 `status --fail-if-lag N` found a live replica more than N behind, 130
- * SIGINT or SIGTERM ended the command, 141 `watch`'s standard output was
- * closed.  Neither of the last two says anything on stderr.
+ * SIGINT or SIGTERM ended the command, 141 the reader of `watch`'s or
+ * `get`'s standard output went away.  Neither of the last two says anything
+ * on stderr.
  *
  * Strings from the database (organization and replica ids, hashes, labels,
  * server messages) are escaped in tables and on stderr (cli_put_escaped)
@@ -38,7 +39,9 @@
 #define EXIT_PIPE 141			/* 128 + SIGPIPE, as a shell reports a process it killed */
 
 #define STOP_GRACE_MS 250		/* after a signal: for the lines being written */
-#define STOP_TIMEOUT_S 3		/* after a signal: for the whole stop */
+#define STOP_TICK_MS 100		/* after a signal: SIGALRM this often */
+#define STOP_TICKS 30			/* after a signal: 3 s for the whole stop */
+#define STOP_CLOSE_MS 500		/* after a signal: for the deregistration */
 
 /*
  * SIGINT and SIGTERM in watch and get: signalled, then a byte to
@@ -50,10 +53,19 @@ static int signal_pipe[2] = {-1, -1};
 static volatile sig_atomic_t signalled;
 
 /*
+ * After the first signal, a timer sends SIGALRM every STOP_TICK_MS: each
+ * interrupts what the process may be blocked in (a write to a terminal
+ * that stopped reading, which poll() called writable), so that the stop
+ * goes on; the STOP_TICKS-th ends the process.
+ */
+static timer_t stop_timer;
+static volatile sig_atomic_t stop_ticks;
+
+/*
  * SIGINT and SIGTERM of watch and get: tells their loop, which stops
- * printing and ends as usual (the replica deregisters).  A second signal,
- * or a stop that takes longer than STOP_TIMEOUT_S (the alarm), ends the
- * process at once.
+ * printing and ends as usual (the replica deregisters), and starts the
+ * stop timer.  A second signal, or a stop that takes longer than
+ * STOP_TICKS ticks, ends the process at once.
  */
 static void
 on_signal(int signo)
@@ -61,10 +73,15 @@ on_signal(int signo)
 	char		byte = (char) signo;
 	int			saved = errno;
 
+	struct itimerspec tick = {
+		.it_interval = {.tv_nsec = STOP_TICK_MS * 1000000L},
+		.it_value = {.tv_nsec = STOP_TICK_MS * 1000000L},
+	};
+
 	if (signalled)
 		_exit(EXIT_INTERRUPTED);
 	signalled = 1;
-	alarm(STOP_TIMEOUT_S);
+	timer_settime(stop_timer, 0, &tick, NULL);
 	if (write(signal_pipe[1], &byte, 1) < 0)
 	{
 		/* cannot fail: one byte at most; signalled tells the loop anyway */
@@ -74,14 +91,22 @@ on_signal(int signo)
 
 /*
  * Ends the process quietly, as interrupted: SIGINT and SIGTERM of the
- * commands with nothing to undo, and the alarm of a stop that takes too
- * long.
+ * commands with nothing to undo.
  */
 static void
 exit_interrupted(int signo)
 {
 	(void) signo;
 	_exit(EXIT_INTERRUPTED);
+}
+
+/* A tick of the stop timer: the last one ends a stop that takes too long. */
+static void
+on_stop_tick(int signo)
+{
+	(void) signo;
+	if (++stop_ticks >= STOP_TICKS)
+		_exit(EXIT_INTERRUPTED);
 }
 
 /*
@@ -96,25 +121,50 @@ static int
 handle_signals(cli_command command)
 {
 	struct sigaction sa;
+	struct sigevent tick = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGALRM};
 
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);
 	sigaddset(&sa.sa_mask, SIGINT);
 	sigaddset(&sa.sa_mask, SIGTERM);
-	sa.sa_handler = exit_interrupted;
 	if (command == CMD_WATCH || command == CMD_GET)
 	{
+		sa.sa_handler = on_stop_tick;
 		if (pipe(signal_pipe) != 0 ||
 			fcntl(signal_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
 			fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+			timer_create(CLOCK_MONOTONIC, &tick, &stop_timer) != 0 ||
 			sigaction(SIGALRM, &sa, NULL) != 0)
 			return -1;
 		sa.sa_handler = on_signal;
 	}
+	else
+		sa.sa_handler = exit_interrupted;
 	if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
 	return 0;
+}
+
+/*
+ * Standard input, output and error that are closed get /dev/null, so that
+ * no descriptor the command opens (a pipe, libpq's socket) takes their
+ * number and receives what was meant for them.  Returns whether standard
+ * output was closed.
+ */
+static bool
+open_standard_fds(void)
+{
+	bool		stdout_closed = false;
+
+	for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+		{
+			stdout_closed |= fd == STDOUT_FILENO;
+			if (open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY) != fd)
+				return true;	/* no /dev/null: fail as for a closed stdout */
+		}
+	return stdout_closed;
 }
 
 /* Writes str as a JSON string. */
@@ -232,6 +282,8 @@ log_to_stderr(eh_client *client, eh_log_level level, const char *message, void *
 
 	(void) client;
 	(void) arg;
+	if (signalled)
+		return;					/* stopping: quietly */
 	snprintf(prefix, sizeof(prefix), "%s: ", eh_log_level_name(level));
 	if (level >= EH_LOG_INFO && level < EH_LOG_ERROR)
 		report(prefix, message);
@@ -279,6 +331,7 @@ typedef struct watch_state
 	int64_t		entities;		/* of the snapshot under way (one at a time) */
 	char	   *lines;			/* the lines begun by begin_lines() */
 	size_t		lines_len;
+	int			cut;			/* a callback's lines were dropped or cut short */
 } watch_state;
 
 /* Records why stdout cannot be written any more (the first reason); false. */
@@ -291,14 +344,32 @@ output_failed(watch_state *w, int err)
 }
 
 /*
- * Writes len bytes of lines to stdout, PIPE_BUF at a time once poll() says
- * that stdout takes more: a pipe or a socket then takes them without
- * blocking, so that watch waits for a reader that stopped reading in
- * poll(), which the signal pipe wakes.  After SIGINT or SIGTERM the reader
- * has STOP_GRACE_MS more to take them (a reader that keeps up gets the
- * lines under way whole), then they are given up.  False when stdout
- * cannot be written any more (w->write_errno says why: EPIPE when its
- * reader went away, as with `watch ... | head -1`) or a signal cut the
+ * How much of buf (len bytes) to write at once: at most PIPE_BUF, which a
+ * pipe that poll() called writable takes whole, and up to a line's end
+ * where one falls in it, so that a stop or another writer of the same pipe
+ * meets whole lines.
+ */
+static size_t
+next_chunk(const char *buf, size_t len)
+{
+	size_t		end = PIPE_BUF;
+
+	if (len <= PIPE_BUF)
+		return len;
+	while (end > 0 && buf[end - 1] != '\n')
+		end--;
+	return end > 0 ? end : PIPE_BUF;
+}
+
+/*
+ * Writes len bytes of lines to stdout once poll() says that stdout takes
+ * more, a chunk at a time (next_chunk): watch waits for a reader that
+ * stopped reading in poll(), which the signal pipe wakes.  After SIGINT or
+ * SIGTERM the reader has STOP_GRACE_MS more to take them, then they are
+ * given up; the stop timer's ticks interrupt a write that blocks all the
+ * same (a terminal can call itself writable and then block).  False when
+ * stdout cannot be written any more (w->write_errno says why: EPIPE when
+ * its reader went away, as with `watch ... | head -1`) or a signal cut the
  * lines short.
  */
 static bool
@@ -327,10 +398,12 @@ write_out(watch_state *w, const char *buf, size_t len)
 			return output_failed(w, errno);
 		if (fds[0].revents & POLLNVAL)
 			return output_failed(w, EBADF);
-		if (!(fds[0].revents & (POLLOUT | POLLERR | POLLHUP)))
+		if (fds[0].revents & POLLHUP)
+			return output_failed(w, EPIPE); /* its reader went away */
+		if (!(fds[0].revents & (POLLOUT | POLLERR)))
 			continue;			/* a signal, or the grace is over */
-		/* POLLERR or POLLHUP: the write says why (EPIPE: SIGPIPE is ignored) */
-		n = write(STDOUT_FILENO, buf + done, len - done < PIPE_BUF ? len - done : PIPE_BUF);
+		/* POLLERR: the write says why (EPIPE: SIGPIPE is ignored) */
+		n = write(STDOUT_FILENO, buf + done, next_chunk(buf + done, len - done));
 		if (n > 0)
 			done += (size_t) n;
 		else if (n < 0 && errno != EINTR && errno != EAGAIN)
@@ -404,11 +477,17 @@ print_transaction(eh_client *client, const char *org, const eh_event *const *eve
 	(void) client;
 	(void) org;
 	if (signalled || !(out = begin_lines(w)))
+	{
+		w->cut = 1;
 		return 1;				/* stop */
+	}
 	for (int i = 0; i < n; i++)
 		print_event(out, events[i]);
 	if (!end_lines(w, out))
+	{
+		w->cut = 1;
 		return 1;				/* stop: the output is gone, or cut short */
+	}
 	w->seen += n;
 	return ends_transaction && w->limit > 0 && w->seen >= w->limit;
 }
@@ -473,8 +552,13 @@ print_snapshot(eh_client *client, const char *org, eh_snapshot_phase phase, int 
 	FILE	   *out;
 
 	(void) client;
-	if (signalled || w->write_errno || w->done || w->aborted)
+	if (w->done || w->aborted)
 		return;
+	if (signalled || w->write_errno)
+	{
+		w->cut = 1;
+		return;
+	}
 	if (phase == EH_SNAPSHOT_BEGIN)
 		w->entities = 0;
 	else if (phase == EH_SNAPSHOT_ENTITIES)
@@ -482,14 +566,21 @@ print_snapshot(eh_client *client, const char *org, eh_snapshot_phase phase, int 
 	else if (phase == EH_SNAPSHOT_ABORT && w->get)
 		w->aborted = 1;
 	/* get prints neither a begin line nor an abort line */
-	if ((w->get && (phase == EH_SNAPSHOT_BEGIN || phase == EH_SNAPSHOT_ABORT)) || !(out = begin_lines(w)))
+	if (w->get && (phase == EH_SNAPSHOT_BEGIN || phase == EH_SNAPSHOT_ABORT))
 		return;
+	if (!(out = begin_lines(w)))
+	{
+		w->cut = 1;
+		return;
+	}
 	if (phase == EH_SNAPSHOT_ENTITIES)
 		for (int i = 0; i < n; i++)
 			print_entity(out, entities[i]);
 	else
 		print_snapshot_marker(out, org, phase, reason, head, head_version, w->entities);
-	if (end_lines(w, out) && w->get && phase == EH_SNAPSHOT_END)
+	if (!end_lines(w, out))
+		w->cut = 1;
+	else if (w->get && phase == EH_SNAPSHOT_END)
 		w->done = 1;
 }
 
@@ -505,14 +596,18 @@ print_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_
 	FILE	   *out;
 
 	if (signalled || w->write_errno || !(out = begin_lines(w)))
+	{
+		w->cut = 1;
 		return;
+	}
 	fputs("{\"resync\": true, \"organization_id\": ", out);
 	json_string(out, org);
 	fprintf(out, ", \"reason\": \"%s\", \"head_revision\": %lld", eh_resync_reason_name(reason), (long long) head);
 	if (version)
 		json_field(out, "head_version_id", version);
 	fputs("}\n", out);
-	end_lines(w, out);
+	if (!end_lines(w, out))
+		w->cut = 1;
 }
 
 /* The text of eh_render_metrics(), malloc'd; NULL when out of memory. */
@@ -618,7 +713,6 @@ run_watch(const cli_options *o)
 	watch_state w = {0};
 	double		deadline = o->timeout_s > 0 ? now_seconds() + o->timeout_s : -1;
 	int			status = 0;
-	int			interrupted = 0;
 	double		metrics_interval = o->metrics_interval_s > 0 ? o->metrics_interval_s : 10;
 	double		next_metrics = 0;
 	int			metrics_failing = 0;
@@ -697,7 +791,7 @@ run_watch(const cli_options *o)
 	 * The client's own event-loop interface: wait on its sockets, the signal
 	 * pipe and its next timer, then let it process what is ready.
 	 */
-	while (!(interrupted = signalled))	/* SIGINT, SIGTERM: stop */
+	while (!signalled)
 	{
 		struct pollfd fds[2 + EH_MAX_SOCKETS];
 		int			sockets[EH_MAX_SOCKETS];
@@ -705,6 +799,10 @@ run_watch(const cli_options *o)
 		int			nfds;
 		int			wait;
 		int			n = eh_process(c);
+
+		/* SIGINT, SIGTERM: stop now, quietly, whatever the round found */
+		if (signalled)
+			break;
 
 		/*
 		 * A refusal that a retry can fix (a lock or statement timeout, the
@@ -808,11 +906,17 @@ run_watch(const cli_options *o)
 			break;
 		}
 	}
-	/* The last metrics, as watch ends (the file's mtime then stops moving). */
-	if (o->metrics_file && write_metrics_file(c, o->metrics_file, metrics_err, sizeof(metrics_err)) != 0)
+	/*
+	 * The last metrics, as watch ends (the file's mtime then stops moving),
+	 * unless lines the client counts as delivered were not written.
+	 */
+	if (o->metrics_file && !w.cut && write_metrics_file(c, o->metrics_file, metrics_err, sizeof(metrics_err)) != 0 &&
+		!signalled)
 		report("warning: --metrics-file: ", metrics_err);
+	if (signalled)
+		eh_set_close_timeout(c, STOP_CLOSE_MS);
 	eh_client_free(c);			/* deregisters the replica */
-	return interrupted ? EXIT_INTERRUPTED : status;
+	return signalled ? EXIT_INTERRUPTED : status;
 }
 
 /*
@@ -1279,6 +1383,12 @@ main(int argc, char **argv)
 	char		err[256];
 	int			status;
 
+	/* Every command prints: a closed standard output is an error at once. */
+	if (open_standard_fds())
+	{
+		fprintf(stderr, "eventhub: could not write to standard output: %s\n", strerror(EBADF));
+		return 1;
+	}
 	if (argc == 2 && strcmp(argv[1], "--version") == 0)
 	{
 		printf("eventhub %s\n", eh_version());

@@ -2,8 +2,9 @@
 # terminal that shows it, watch ends cleanly (deregistered) when its reader
 # goes away, ids the server would refuse are refused at the start,
 # `eventhub status` stays a usable probe with 100,000 organizations and ten
-# replicas, for the operator role docs/operations.md grants, and SIGTERM
-# and SIGINT stop a watch whose reader stalls at once, quietly.
+# replicas, for the operator role docs/operations.md grants, SIGTERM and
+# SIGINT stop a watch whose reader (a pipe, a terminal) stalls at once,
+# quietly, and a closed standard output is an error.
 
 use strict;
 use warnings;
@@ -109,17 +110,20 @@ note(sprintf('status --fail-if-lag with 100,000 organizations and 10 replicas: %
 is($rc, 0, 'status --org as the operator');
 is(scalar(() = $out =~ /^replica-\d+\s+live\s+org-3\s+0\s+1\s+1\s/mg), 10, 'each replica\'s progress on that organization');
 
-# A reader that stalls: watch waits to write to a full pipe.  SIGTERM (what
-# a process manager sends first) and SIGINT still end it at once, quietly,
-# with the documented status, and it deregisters its replica.  Its stdout is
-# start_watch's pipe, which the harness drains only when pumped: nothing
-# pumps it until watch exited.  That watch waits for the pipe is read from
-# the kernel, not guessed from time: the pipe is full (a writer opened on it
-# through /proc polls unwritable) while watch, with far more to print,
-# sleeps in a write (wait channel pipe_write, or anon_pipe_write on recent
-# kernels) or a poll.  That it exited is read there too (a zombie until
-# reaped), so that nothing reads the pipe meanwhile.
-sub pipe_full
+# A reader that stalls: watch waits to write to a pipe or a terminal that
+# nobody reads.  SIGTERM (what a process manager sends first) and SIGINT
+# still end it within a second, quietly, with the documented status, and
+# it deregisters its replica.  Its stdout is a pipe or a pty of the
+# harness, which reads them only when pumped: nothing pumps them until
+# watch exited.  That watch waits for its reader is read from the kernel,
+# not guessed from time: for the pipe, the pipe is full (a writer opened on
+# it through /proc polls unwritable) while watch sleeps in a write (wait
+# channel pipe_write, or anon_pipe_write on recent kernels) or a poll; for
+# the terminal, which can call itself writable and then block a write,
+# watch sleeps in a write to its stdout, or the terminal is full.  That it
+# exited is read there too (a zombie until reaped), so that nothing reads
+# its output meanwhile.
+sub stdout_full
 {
 	my ($pid) = @_;
 	sysopen(my $pipe, "/proc/$pid/fd/1", O_WRONLY | O_NONBLOCK) or return 0;
@@ -127,24 +131,34 @@ sub pipe_full
 	vec($writable, fileno($pipe), 1) = 1;
 	return select(undef, $writable, undef, 0) == 0;
 }
-my $pad = 'p' x 4000;
-for my $sig ('TERM', 'INT')
+sub tty_stalled
 {
-	my $replica = "stalled-$sig";
-	my $w = start_watch($connstr, '--org', $replica, '--replica-id', $replica, '--poll-interval', '200');
+	my ($pid) = @_;
+	# x86-64: write(2) is 1, then its first argument, the descriptor.
+	return (eval { slurp_file("/proc/$pid/syscall") } // '') =~ /^1 0x1 / || stdout_full($pid);
+}
+my $pad = 'p' x 4000;
+for my $case ([ 'TERM', 'pipe' ], [ 'INT', 'pipe' ], [ 'TERM', 'terminal' ])
+{
+	my ($sig, $reader) = @$case;
+	my $replica = "stalled-$sig-$reader";
+	my @cmd = ($cli, '-d', $connstr, 'watch', '--org', $replica, '--replica-id', $replica, '--poll-interval', '200');
+	my $w = { out => '', err => '' };
+	$w->{h} = IPC::Run::start(\@cmd, '<', \'', ($reader eq 'pipe' ? '>' : '>pty>'), \$w->{out}, '2>', \$w->{err},
+		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	my $pid = $w->{h}{KIDS}[0]{PID};
 	wait_for(what => "the $sig watcher's replica", node => $node,
 		sql => "SELECT count(*) = 1 FROM eventhub.replicas WHERE replica_id = '$replica'")
 	  or die "the $sig watcher did not register";
-	# 100 events of 4 kB: 400 kB, six times what the pipe holds.
+	# 100 events of 4 kB: 400 kB, six times what a pipe holds.
 	publish($node, $replica, 100, data => qq({"pad": "$pad"}));
 	my $wchan = '';
-	ok(wait_for(what => "the $sig watcher waiting for the pipe",
+	ok(wait_for(what => "the $sig watcher waiting for its $reader",
 			until => sub {
 				$wchan = eval { slurp_file("/proc/$pid/wchan") } // '';
-				return $wchan =~ /pipe_write|poll/ && pipe_full($pid);
+				return $reader eq 'pipe' ? $wchan =~ /pipe_write|poll/ && stdout_full($pid) : tty_stalled($pid);
 			}),
-		"watch waits to write to a full pipe that nobody reads ($wchan)");
+		"watch waits to write to a $reader that nobody reads ($wchan)");
 	my $exited = sub {
 		my $stat = eval { slurp_file("/proc/$pid/stat") };
 		return !defined $stat || $stat =~ /\) Z /;
@@ -153,13 +167,26 @@ for my $sig ('TERM', 'INT')
 	kill $sig, $pid;
 	my $gone = wait_for(what => "the $sig watcher exiting", until => $exited, timeout => 10);
 	$took = time - $t0;
-	ok($gone, "SIG$sig ends it");
+	ok($gone, "SIG$sig ends it ($reader)");
 	cmp_ok($took, '<', 1, sprintf('within a second (%.3f s)', $took));
 	kill 'KILL', $pid unless $gone;
-	is(finish_cli($w), 130, "with status 130 for SIG$sig");
+	$w->{h}->finish;
+	is($w->{h}->full_result(0) >> 8, 130, "with status 130 for SIG$sig");
 	is($w->{err}, '', 'and nothing on stderr');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM eventhub.replicas WHERE replica_id = '$replica'"),
 		'0', 'its replica is deregistered');
+}
+
+# A closed standard output is an error at once: no descriptor the command
+# opens takes its number (libpq's socket would get the table status
+# prints).
+for my $cmd ([ 'status' ], [ 'watch', '--org', 'closed-stdout' ])
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'sh', '-c', 'exec "$@" >&-', 'sh', $cli, '-d', $connstr, @$cmd ], '<', \'', '2>', \$err,
+		IPC::Run::timeout(30));
+	is($? >> 8, 1, "$cmd->[0] with its standard output closed exits 1");
+	like($err, qr/^eventhub: could not write to standard output: Bad file descriptor$/, 'and says why');
 }
 
 $node->stop;
