@@ -6,7 +6,7 @@ shopt -s nullglob
 work=$1
 cd "$work"
 # Which suites: all by default; make prove_installcheck runs "tap" alone.
-suites=" ${SUITES:-unit prometheus sql tap demo bench} "
+suites=" ${SUITES:-unit prometheus sql tap go demo bench} "
 want() { [[ $suites == *" $1 "* ]]; }
 source scripts/cluster.sh
 source scripts/tally.sh
@@ -85,6 +85,29 @@ for t in ${PROVE_TESTS:-regress/t/*.pl}; do
 		cat "$work/tap/$(names "$t")"/tmp_check/log/regress_log_* 2>/dev/null | tail -50
 	fi
 done
+
+# The Go package (go/): gofmt, go vet and go test -race, offline in GOPATH
+# mode (pgx from Debian's golang-github-jackc-pgx-v4-dev), the package under
+# a GOPATH of its own.  Its tests start their own server.  Each test
+# function counts (its "--- PASS"/"--- FAIL" line), and gofmt and vet one
+# each.
+if want go && [ -d go ]; then
+	gopkg=$work/gopath/src/github.com/eventhub/eventhub
+	mkdir -p "$gopkg"
+	ln -sfn "$work/go" "$gopkg/go"
+	(
+		cd "$gopkg/go" || exit 1
+		export GO111MODULE=off GOPATH=$work/gopath:/usr/share/gocode GOCACHE=$work/gocache GOFLAGS= PG_BINDIR
+		unformatted=$(gofmt -l .)
+		if [ -z "$unformatted" ]; then echo "ok - go: gofmt"; else echo "not ok - go: gofmt: $unformatted"; fi
+		if go vet . 2>&1; then echo "ok - go: go vet"; else echo "not ok - go: go vet"; fi
+		go test -race -count=1 -v . 2>&1 | sed -e 's/^ok  *\t/go test passed: /' -e 's/^\( *\)--- PASS: /ok - go: \1/' -e 's/^\( *\)--- FAIL: /not ok - go: \1/'
+		[ "${PIPESTATUS[0]}" -eq 0 ] || echo "not ok - go: go test exited with failure"
+	) >out/go.log 2>&1
+	grep -E '^(ok|not ok) ' out/go.log
+	tally_log out/go.log
+	[ "$tally_failures" -eq 0 ] || tail -60 out/go.log
+fi
 
 # The demo, end to end: four replicas converge through a killed connection,
 # a server restart, a late join from a snapshot and a resync from one.
