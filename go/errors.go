@@ -71,29 +71,25 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 // Unwrap returns the server's *pgconn.PgError.
 func (e *Error) Unwrap() error { return e.pg }
 
+// kinds are the SQLSTATEs of the contract and their kinds; class 22 is
+// ErrInvalidInput as a whole (kindOf).
+var kinds = map[string]error{
+	"ZE001": ErrHistoryRemoved,
+	"ZE002": ErrCursorAhead,
+	"ZE003": ErrVersionMismatch,
+	"ZE004": ErrIncompleteState,
+	"ZE005": ErrSnapshotMoved,
+	"42501": ErrPermission,
+	"23505": ErrCorrelationConflict,
+	"25006": ErrReadOnly,
+}
+
 // kindOf is the kind of a SQLSTATE of the contract; nil for the others.
 func kindOf(code string) error {
-	switch {
-	case code == "ZE001":
-		return ErrHistoryRemoved
-	case code == "ZE002":
-		return ErrCursorAhead
-	case code == "ZE003":
-		return ErrVersionMismatch
-	case code == "ZE004":
-		return ErrIncompleteState
-	case code == "ZE005":
-		return ErrSnapshotMoved
-	case code == "42501":
-		return ErrPermission
-	case code == "23505":
-		return ErrCorrelationConflict
-	case code == "25006":
-		return ErrReadOnly
-	case strings.HasPrefix(code, "22"):
+	if strings.HasPrefix(code, "22") {
 		return ErrInvalidInput
 	}
-	return nil
+	return kinds[code]
 }
 
 // wrap turns a server error of the contract into an *Error; any other
