@@ -101,14 +101,9 @@ SELECT revision, entity_id, action FROM eventhub.events WHERE organization_id = 
 -- 5000 entities' only events, then 3000 events of entity s, all but the last
 -- superseded, all processed at the same instant; a batch of 100 looks at no
 -- more than 1000 of them, so the first five find nothing to delete.
-ALTER SYSTEM SET eventhub.cleanup_batch_size = 100;
-SELECT pg_reload_conf();
-\set ECHO none
-\o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''100'''
-  FROM generate_series(1, 400) \gexec
-\o
-\set ECHO all
+\set setting eventhub.cleanup_batch_size
+\set value 100
+\i regress/include/reload_setting.sql
 SHOW eventhub.cleanup_batch_size;
 SET eventhub.protect_tables = off;
 INSERT INTO eventhub.events (organization_id, revision, version_id, processed_timestamp, originated_timestamp,
@@ -133,14 +128,9 @@ SELECT eventhub.run_maintenance();
 -- entity's latest event (or a tombstone with older events left) is marked
 -- incomplete in the same statement, and its snapshots are refused (ZE004)
 -- until eventhub.declare_full_state().
-ALTER SYSTEM SET eventhub.compaction = off;
-SELECT pg_reload_conf();
-\set ECHO none
-\o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.compaction'') <> ''off'''
-  FROM generate_series(1, 400) \gexec
-\o
-\set ECHO all
+\set setting eventhub.compaction
+\set value off
+\i regress/include/reload_setting.sql
 SHOW eventhub.compaction;
 CREATE FUNCTION pg_temp.snapshot_sqlstate(org text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
@@ -196,16 +186,12 @@ SELECT eventhub.run_maintenance();
 SELECT count(*) AS events FROM eventhub.events;
 SELECT * FROM completeness;
 
-ALTER SYSTEM RESET eventhub.compaction;
-ALTER SYSTEM RESET eventhub.cleanup_batch_size;
-SELECT pg_reload_conf();
-\set ECHO none
-\o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.compaction'') <> ''on'''
-  ' OR pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''10000'''
-  FROM generate_series(1, 400) \gexec
-\o
-\set ECHO all
+\set setting eventhub.compaction
+\set value default
+\i regress/include/reload_setting.sql
+\set setting eventhub.cleanup_batch_size
+\set value default
+\i regress/include/reload_setting.sql
 SHOW eventhub.compaction;
 SHOW eventhub.cleanup_batch_size;
 DROP VIEW completeness;

@@ -51,14 +51,9 @@ SELECT count(*) AS bulk_left FROM eventhub.events WHERE organization_id = 'bulk'
 -- DELETE (3) goes in the second, in the same call.  y's last event (10)
 -- is its latest and stays.  Each event is a second older than the next,
 -- so that the walk takes them in revision order.
-ALTER SYSTEM SET eventhub.cleanup_batch_size = 2;
-SELECT pg_reload_conf();
-\set ECHO none
-\o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''2'''
-  FROM generate_series(1, 400) \gexec
-\o
-\set ECHO all
+\set setting eventhub.cleanup_batch_size
+\set value 2
+\i regress/include/reload_setting.sql
 SHOW eventhub.cleanup_batch_size;
 SELECT count(eventhub.publish_event('passes', 'API', a, e, NULL, '{}'))
   FROM (VALUES (1, 'CREATE', 'x'), (2, 'UPDATE', 'x'), (3, 'DELETE', 'x'), (4, 'CREATE', 'y'), (5, 'UPDATE', 'y'),
@@ -83,14 +78,9 @@ SELECT eventhub.run_maintenance() AS deleted;
 SELECT array_agg(revision ORDER BY revision) AS kept FROM eventhub.events WHERE organization_id = 'later';
 SELECT eventhub.run_maintenance() AS deleted;
 SELECT count(*) AS kept FROM eventhub.events WHERE organization_id = 'later';
-ALTER SYSTEM RESET eventhub.cleanup_batch_size;
-SELECT pg_reload_conf();
-\set ECHO none
-\o /dev/null
-SELECT 'SELECT pg_catalog.pg_sleep(0.05) WHERE pg_catalog.current_setting(''eventhub.cleanup_batch_size'') <> ''10000'''
-  FROM generate_series(1, 400) \gexec
-\o
-\set ECHO all
+\set setting eventhub.cleanup_batch_size
+\set value default
+\i regress/include/reload_setting.sql
 SHOW eventhub.cleanup_batch_size;
 
 -- In the caller's transaction: a rollback undoes it.
