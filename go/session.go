@@ -1,0 +1,409 @@
+package eventhub
+
+// A watcher's session: two connections to one server (the fetching one,
+// which the Run goroutine uses, and the listening one, which a goroutine
+// of the session reads), whether notifications reach it, and the loop
+// that waits for a notification, a poll or a heartbeat.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v4"
+)
+
+// How long the probe notification may take to arrive.
+const probeTimeout = time.Second
+
+// The zero token: poll every organization now.
+const zeroToken = "00000000000000000000000000000000"
+
+func sqlstate(err error) string {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code
+	}
+	return ""
+}
+
+// session runs one session to its end. It reports whether it caught every
+// organization up once (which resets the reconnect backoff).
+func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fetch, err := pgx.ConnectConfig(ctx, w.conn.Copy())
+	if err != nil {
+		return false, err
+	}
+	defer fetch.Close(context.Background())
+	var standby bool
+	if err := fetch.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery()").Scan(&standby); err != nil {
+		return false, err
+	}
+	if again {
+		w.reconnects.Add(1)
+		w.logf("eventhub: connected again")
+	}
+
+	// Listen before the first catch-up, so that nothing published in
+	// between goes unannounced.
+	var notes <-chan error
+	if !standby && w.cfg.Listen == ListenAuto {
+		listen, err := w.listen(ctx, fetch)
+		if err != nil {
+			return false, err
+		}
+		if listen != nil {
+			errc, finished := make(chan error, 1), make(chan struct{})
+			notes = errc
+			go func() {
+				defer close(finished)
+				errc <- w.readNotifications(ctx, listen)
+			}()
+			defer func() {
+				cancel()
+				<-finished // the goroutine ends before the session does
+				listen.Close(context.Background())
+			}()
+		}
+	} else if standby {
+		w.logf("eventhub: the server is a standby: polling every %v", w.cfg.FallbackPollInterval)
+	}
+	w.mu.Lock()
+	w.listening = notes != nil
+	for _, s := range w.orgs {
+		s.dirty = true
+	}
+	w.mu.Unlock()
+
+	interval := w.cfg.PollInterval
+	if notes == nil {
+		interval = w.cfg.FallbackPollInterval
+	}
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	heartbeat := time.NewTimer(0)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return caughtUp, ctx.Err()
+		case err := <-notes:
+			return caughtUp, fmt.Errorf("listening: %w", err)
+		case <-heartbeat.C:
+			if err := w.heartbeat(ctx, fetch, standby); err != nil {
+				return caughtUp, err
+			}
+			heartbeat.Reset(w.cfg.HeartbeatInterval)
+			continue
+		case <-poll.C:
+			if notes == nil && standby {
+				if err := fetch.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery()").Scan(&standby); err != nil {
+					return caughtUp, err
+				}
+				if !standby {
+					return caughtUp, errors.New("the standby was promoted: listening on a new session")
+				}
+			}
+			if err := w.poll(ctx, fetch); err != nil {
+				return caughtUp, err
+			}
+			poll.Reset(interval)
+		case <-w.wake:
+		}
+		w.mu.Lock()
+		pollNow := w.pollNow
+		w.pollNow = false
+		w.mu.Unlock()
+		if pollNow {
+			if err := w.poll(ctx, fetch); err != nil {
+				return caughtUp, err
+			}
+		}
+		if err := w.catchUpDirty(ctx, fetch); err != nil {
+			return caughtUp, err
+		}
+		if !caughtUp && w.allReady() {
+			caughtUp = true
+			w.mu.Lock()
+			w.connected = true
+			w.mu.Unlock()
+		}
+	}
+}
+
+// listen opens the listening connection to the server fetch reached and
+// checks that notifications reach it: it listens on a channel of its own,
+// has fetch notify it, and listens on eventhub if that notification
+// arrives. A transaction-pooling proxy hands the LISTEN's server
+// connection to others, and the notification never comes: then it
+// returns nil, and the session polls.
+func (w *Watcher) listen(ctx context.Context, fetch *pgx.Conn) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, sameServer(w.conn, fetch))
+	if err != nil {
+		return nil, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	channel := "eventhub_probe_" + hex.EncodeToString(b[:])
+	ok, err := w.probe(ctx, conn, fetch, channel)
+	if err == nil && ok {
+		_, err = conn.Exec(ctx, "LISTEN eventhub")
+	}
+	if err != nil || !ok {
+		conn.Close(context.Background())
+		if code := sqlstate(err); err != nil && code != "25006" && !strings.HasPrefix(code, "0A") {
+			return nil, err
+		}
+		w.logf("eventhub: notifications do not reach this connection (a standby, a transaction-pooling proxy?): polling every %v", w.cfg.FallbackPollInterval)
+		return nil, nil
+	}
+	return conn, nil
+}
+
+func (w *Watcher) probe(ctx context.Context, conn, fetch *pgx.Conn, channel string) (bool, error) {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return false, err
+	}
+	if _, err := fetch.Exec(ctx, "SELECT pg_catalog.pg_notify($1, '')", channel); err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(probeTimeout)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil && n.Channel == channel:
+			_, err = conn.Exec(ctx, "UNLISTEN "+channel)
+			return err == nil, err
+		case err == nil:
+			continue
+		case ctx.Err() == nil && wctx.Err() != nil && !conn.IsClosed():
+			return false, nil // it did not come
+		default:
+			return false, err
+		}
+	}
+}
+
+// sameServer is the configuration of a connection to the server that
+// conn reached: with several hosts, the listening connection must be
+// where the fetching one is.
+func sameServer(config *pgx.ConnConfig, conn *pgx.Conn) *pgx.ConnConfig {
+	c := config.Copy()
+	addr := conn.PgConn().Conn().RemoteAddr()
+	switch a := addr.(type) {
+	case *net.UnixAddr:
+		// /dir/.s.PGSQL.5432
+		base := filepath.Base(a.Name)
+		if port, err := strconv.Atoi(strings.TrimPrefix(base, ".s.PGSQL.")); err == nil {
+			c.Host, c.Port = filepath.Dir(a.Name), uint16(port)
+			c.Fallbacks = nil
+		}
+	case *net.TCPAddr:
+		for _, f := range append([]*pgconn.FallbackConfig{{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig}}, c.Fallbacks...) {
+			if int(f.Port) == a.Port {
+				if ips, err := net.LookupIP(f.Host); err == nil {
+					for _, ip := range ips {
+						if ip.Equal(a.IP) {
+							c.Host, c.TLSConfig, c.Fallbacks = f.Host, f.TLSConfig, nil
+							return c
+						}
+					}
+				}
+			}
+		}
+	}
+	return c
+}
+
+// readNotifications reads the listening connection until it fails or ctx
+// ends, and marks the organizations its notifications name.
+func (w *Watcher) readNotifications(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Channel != "eventhub" {
+			continue
+		}
+		w.notifications.Add(1)
+		var p struct {
+			Token   string `json:"notification_token"`
+			Version string `json:"version_id"`
+		}
+		if json.Unmarshal([]byte(n.Payload), &p) != nil {
+			continue // anyone may NOTIFY: not ours
+		}
+		w.mu.Lock()
+		if p.Token == zeroToken {
+			w.pollNow = true
+			for _, s := range w.orgs {
+				s.dirty = true
+			}
+		} else if org, ok := w.tokens[p.Token]; ok {
+			if s := w.orgs[org]; s != nil && (!s.hasCursor || s.cursor.VersionID != p.Version) {
+				s.dirty = true
+			}
+		} else if w.cfg.All {
+			w.pollNow = true // a new organization, or a rotated key
+		}
+		w.mu.Unlock()
+		w.signal()
+	}
+}
+
+// The heads and tokens of the organizations named, or (discovery) of
+// every organization the role may read. The token is NULL without read
+// privilege.
+const (
+	headsSQL = `SELECT c.org, s.revision, s.version_id::text,
+		CASE WHEN eventhub.has_organization_privilege(c.org, 'read') THEN eventhub.notification_token(c.org) END
+		FROM pg_catalog.unnest($1::text[]) AS c(org)
+		LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org`
+	discoverSQL = `SELECT s.organization_id, s.revision, s.version_id::text,
+		CASE WHEN eventhub.has_organization_privilege(s.organization_id, 'read')
+		THEN eventhub.notification_token(s.organization_id) END
+		FROM eventhub.organization_states s`
+)
+
+// poll reads the heads and tokens, and marks every organization whose head
+// differs from its cursor; an organization at its head is confirmed fresh.
+func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
+	w.polls.Add(1)
+	sent := time.Now()
+	var rows pgx.Rows
+	var err error
+	if w.cfg.All {
+		rows, err = fetch.Query(ctx, discoverSQL)
+	} else {
+		w.mu.Lock()
+		names := make([]string, 0, len(w.orgs))
+		for o := range w.orgs {
+			names = append(names, o)
+		}
+		w.mu.Unlock()
+		rows, err = fetch.Query(ctx, headsSQL, names)
+	}
+	if err != nil {
+		return wrap(err)
+	}
+	type head struct {
+		org   string
+		rev   *int64
+		ver   *string
+		token *string
+	}
+	var heads []head
+	for rows.Next() {
+		var h head
+		if err := rows.Scan(&h.org, &h.rev, &h.ver, &h.token); err != nil {
+			rows.Close()
+			return err
+		}
+		heads = append(heads, h)
+	}
+	if err := rows.Err(); err != nil {
+		return wrap(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	tokens := make(map[string]string, len(heads))
+	for _, h := range heads {
+		s := w.orgs[h.org]
+		if s == nil && w.cfg.All {
+			s = &orgState{since: sent, dirty: true}
+			w.orgs[h.org] = s
+		}
+		if s == nil {
+			continue // unfollowed meanwhile
+		}
+		if h.token != nil {
+			tokens[*h.token] = h.org
+		}
+		hc := Cursor{}
+		if h.rev != nil {
+			hc.Revision = *h.rev
+		}
+		if h.ver != nil {
+			hc.VersionID = *h.ver
+		}
+		if !s.hasCursor || differs(s.cursor, hc) {
+			s.dirty = true
+		} else if s.ready {
+			s.confirmed = sent
+		}
+	}
+	w.tokens = tokens
+	w.discovery = true
+	return nil
+}
+
+// differs: the head is another revision, or the same revision above 0
+// with another version, than the cursor (at revision 0 a cursor without a
+// version matches a head with one).
+func differs(cur, head Cursor) bool {
+	if cur.Revision != head.Revision {
+		return true
+	}
+	return cur.Revision > 0 && cur.VersionID != head.VersionID
+}
+
+// heartbeat reports the cursors applied to the replica registry, on the
+// primary only.
+func (w *Watcher) heartbeat(ctx context.Context, fetch *pgx.Conn, standby bool) error {
+	if w.cfg.Replica == "" || standby {
+		return nil
+	}
+	progress := map[string]map[string]interface{}{}
+	w.mu.Lock()
+	for o, s := range w.orgs {
+		if !s.hasCursor {
+			continue
+		}
+		p := map[string]interface{}{"revision": s.cursor.Revision}
+		if s.cursor.VersionID != "" {
+			p["version_id"] = s.cursor.VersionID
+		}
+		progress[o] = p
+	}
+	w.mu.Unlock()
+	data, err := json.Marshal(progress)
+	if err != nil {
+		return err
+	}
+	_, err = fetch.Exec(ctx, `SELECT eventhub.heartbeat($1, $2::jsonb, NULL, 'go')`, w.cfg.Replica, string(data))
+	if sqlstate(err) == "25006" {
+		return nil // a standby that the first query did not see as one
+	}
+	return wrap(err)
+}
+
+func (w *Watcher) allReady() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cfg.All && !w.discovery {
+		return false
+	}
+	for _, s := range w.orgs {
+		if !s.ready {
+			return false
+		}
+	}
+	return true
+}
