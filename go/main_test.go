@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,72 +33,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "eventhub tests: PostgreSQL refuses to run as root; run as another user or set EVENTHUB_TEST_DSN")
 		return 1
 	}
-	stop, err := startServer()
+	s, err := newServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eventhub tests:", err)
 		return 1
 	}
-	defer stop()
+	defer s.stop()
+	testDSN = s.dsn()
 	return m.Run()
-}
-
-// startServer initializes and starts a server in a temporary directory,
-// creates the extension, sets testDSN, and returns what stops it.
-func startServer() (func(), error) {
-	bindir := os.Getenv("PG_BINDIR")
-	if bindir == "" {
-		bindir = "/usr/lib/postgresql/15/bin"
-	}
-	dir, err := os.MkdirTemp("", "eventhub-go-test")
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	data := filepath.Join(dir, "data")
-	conf := strings.Join([]string{
-		"shared_preload_libraries = 'eventhub'",
-		"listen_addresses = ''",
-		"unix_socket_directories = '" + dir + "'",
-		fmt.Sprintf("port = %d", port),
-		"fsync = off",
-		"max_connections = 50",
-	}, "\n") + "\n"
-	initdb := exec.Command(filepath.Join(bindir, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
-		"--no-sync", "-E", "UTF8", "--locale", "C.UTF-8")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	if err := appendFile(filepath.Join(data, "postgresql.conf"), conf); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	pgctl := filepath.Join(bindir, "pg_ctl")
-	if out, err := exec.Command(pgctl, "-D", data, "-l", filepath.Join(dir, "log"), "-w", "start").CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pg_ctl start: %v\n%s%s", err, out, log)
-	}
-	stop := func() {
-		exec.Command(pgctl, "-D", data, "-m", "immediate", "-w", "stop").Run()
-		os.RemoveAll(dir)
-	}
-	testDSN = fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", dir, port)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, testDSN)
-	if err == nil {
-		_, err = conn.Exec(ctx, "CREATE EXTENSION eventhub")
-		conn.Close(ctx)
-	}
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("CREATE EXTENSION eventhub: %v", err)
-	}
-	return stop, nil
 }
 
 func appendFile(path, text string) error {

@@ -41,7 +41,12 @@ func sqlstate(err error) string {
 func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fetch, err := pgx.ConnectConfig(ctx, w.conn.Copy())
+	config := w.conn.Copy()
+	// Behind a transaction-pooling proxy a server connection that another
+	// client left listening may reach this one: its notifications are
+	// dropped, not kept.
+	config.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) {}
+	fetch, err := pgx.ConnectConfig(ctx, config)
 	if err != nil {
 		return false, err
 	}

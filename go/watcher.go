@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgconn/stmtcache"
 	"github.com/jackc/pgx/v4"
 )
 
@@ -311,6 +313,11 @@ func NewWatcher(cfg Config) (*Watcher, error) {
 	}
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+	// Unnamed statements (their descriptions cached): a transaction-pooling
+	// proxy would lose named ones between transactions.
+	conn.BuildStatementCache = func(c *pgconn.PgConn) stmtcache.Cache {
+		return stmtcache.New(c, stmtcache.ModeDescribe, 32)
 	}
 	if conn.RuntimeParams["application_name"] == "" {
 		conn.RuntimeParams["application_name"] = "eventhub go watcher"
