@@ -83,3 +83,5 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 func org(t *testing.T) string {
 	return fmt.Sprintf("go-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 }
+
+func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o600) }

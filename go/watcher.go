@@ -363,6 +363,26 @@ func (w *Watcher) Follow(organization string) error {
 	return nil
 }
 
+// FollowAt adds an organization from the cursor given, as if it were
+// stored (a no-op if followed): for a consumer that read its state and
+// the head itself.
+func (w *Watcher) FollowAt(organization string, c Cursor) error {
+	if organization == "" {
+		return invalid("an organization id may not be empty")
+	}
+	if w.cfg.All {
+		return invalid("a watcher of all organizations follows every one already")
+	}
+	w.mu.Lock()
+	if w.orgs[organization] == nil {
+		w.orgs[organization] = &orgState{since: time.Now(), dirty: true, cursor: c, hasCursor: true, loaded: true}
+		w.pollNow = true
+	}
+	w.mu.Unlock()
+	w.signal()
+	return nil
+}
+
 // Unfollow stops following an organization; nothing more of it is
 // delivered once the call in progress, if any, returns.
 func (w *Watcher) Unfollow(organization string) {
