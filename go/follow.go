@@ -157,6 +157,7 @@ func (w *Watcher) catchUp(ctx context.Context, fetch *pgx.Conn, org string) erro
 		if reason := resyncReason(err); reason != nil {
 			pending = nil
 			w.resyncs[resyncIndex(reason)].Add(1)
+			w.update(org, func(s *orgState) { s.resyncs[resyncIndex(reason)]++ })
 			w.logf("eventhub: organization %q: %v; resyncing", org, err)
 			if w.cfg.Start == FromSnapshot {
 				err = w.snapshot(ctx, fetch, org, reason)

@@ -240,6 +240,8 @@ type Status struct {
 	// the database's head (counted from when the confirming query was
 	// sent); before any, since following began.
 	Freshness time.Duration
+	// Resyncs counts its resyncs by reason, in ResyncReasons' order.
+	Resyncs [3]int64
 }
 
 // Watcher follows organizations and delivers their transactions whole,
@@ -278,6 +280,7 @@ type orgState struct {
 	confirmed   time.Time
 	since       time.Time
 	needsReload error // a resync the handler has not answered yet
+	resyncs     [3]int64
 }
 
 // NewWatcher checks cfg and makes a Watcher; nothing connects before Run.
@@ -440,7 +443,7 @@ func (w *Watcher) Status() []Status {
 	w.mu.Lock()
 	out := make([]Status, 0, len(w.orgs))
 	for o, s := range w.orgs {
-		st := Status{Organization: o, Ready: s.ready, Applied: s.cursor, HasCursor: s.hasCursor}
+		st := Status{Organization: o, Ready: s.ready, Applied: s.cursor, HasCursor: s.hasCursor, Resyncs: s.resyncs}
 		if s.confirmed.IsZero() {
 			st.Freshness = now.Sub(s.since)
 		} else {
@@ -452,6 +455,15 @@ func (w *Watcher) Status() []Status {
 	sort.Slice(out, func(i, j int) bool { return out[i].Organization < out[j].Organization })
 	return out
 }
+
+// FollowsAll reports whether the watcher follows every organization
+// (Config.All).
+func (w *Watcher) FollowsAll() bool { return w.cfg.All }
+
+// Synced reports, under All, whether a discovery answered and every
+// organization is ready; else whether every organization is ready (as
+// HasSynced, but it can go back to false when one is followed anew).
+func (w *Watcher) Synced() bool { return w.allReady() }
 
 // Stats returns the watcher's counters.
 func (w *Watcher) Stats() Stats {

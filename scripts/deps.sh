@@ -8,8 +8,9 @@ set -euo pipefail
 # make bench measures publishing against.
 packages=(make gcc pkg-config postgresql-15 postgresql-server-dev-15 libpq-dev uuid-dev libipc-run-perl valgrind pgbouncer
 	postgresql-15-pgq3
-	# the reference consumers in examples/ (Go with pgx, Python with psycopg), built and run by regress/t/013
-	golang-go golang-github-jackc-pgx-v4-dev python3-psycopg
+	# the Go package (go/: pgx, and client_golang for go/ehprom) and the reference consumers in
+	# examples/ (Go, Python with psycopg), built and run by make test
+	golang-go golang-github-jackc-pgx-v4-dev golang-github-prometheus-client-golang-dev python3-psycopg
 	# regress/t/026: opens and forges notifications' sealed events (AES-GCM)
 	python3-cryptography
 	# prometheus/ and regress/t/023: Prometheus (with promtool) and the two exporters

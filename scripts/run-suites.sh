@@ -100,8 +100,8 @@ if want go && [ -d go ]; then
 		export GO111MODULE=off GOPATH=$work/gopath:/usr/share/gocode GOCACHE=$work/gocache GOFLAGS= PG_BINDIR
 		unformatted=$(gofmt -l .)
 		if [ -z "$unformatted" ]; then echo "ok - go: gofmt"; else echo "not ok - go: gofmt: $unformatted"; fi
-		if go vet . 2>&1; then echo "ok - go: go vet"; else echo "not ok - go: go vet"; fi
-		go test -race -count=1 -v . 2>&1 | sed -e 's/^ok  *\t/go test passed: /' -e 's/^\( *\)--- PASS: /ok - go: \1/' -e 's/^\( *\)--- FAIL: /not ok - go: \1/'
+		if go vet ./... 2>&1; then echo "ok - go: go vet"; else echo "not ok - go: go vet"; fi
+		go test -race -count=1 -v ./... 2>&1 | sed -e 's/^ok  *\t/go test passed: /' -e 's/^\( *\)--- PASS: /ok - go: \1/' -e 's/^\( *\)--- FAIL: /not ok - go: \1/'
 		[ "${PIPESTATUS[0]}" -eq 0 ] || echo "not ok - go: go test exited with failure"
 	) >out/go.log 2>&1
 	grep -E '^(ok|not ok) ' out/go.log
