@@ -52,9 +52,12 @@ PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_con
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
-.PHONY: test test-under-load demo ha-demo bench deb prove_installcheck
+.PHONY: test test-go-long test-under-load demo ha-demo bench deb prove_installcheck
 test:
 	@scripts/test.sh
+# The Go package's differential test, 50 seeded runs (make test runs 3).
+test-go-long:
+	@SUITES=go EVENTHUB_DIFF_RUNS=50 scripts/test.sh
 # make test while stress-ng --cpu 2 --io 1 loads the machine, RUNS times in
 # a row (make test-under-load RUNS=3), stopping at the first failure.
 test-under-load:
