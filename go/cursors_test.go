@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v4"
-	"github.com/jackc/pgx/v4/pgxpool"
 
 	eventhub "github.com/eventhub/eventhub/go"
 )
@@ -20,11 +19,7 @@ import (
 // (the next watcher starts from the cursor stored with the state).
 func TestTableCursorsExactlyOnce(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.Connect(ctx, testDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testPool(t)
 	o := org(t)
 	cursors, err := eventhub.NewTableCursors(pool, "public", "consumer_cursors")
 	if err != nil {

@@ -105,11 +105,7 @@ func deploy(ctx context.Context, pool *pgxpool.Pool, h hub.EventHub, org, action
 
 func TestHubDesignUsage(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.Connect(ctx, testDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testPool(t)
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS hub_apis (org text, id text, context text, PRIMARY KEY (org, id))`); err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +153,7 @@ func TestHubDesignUsage(t *testing.T) {
 // receives a RESYNC event at the head, never a silent gap.
 func TestHubResyncAfterCleanUp(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.Connect(ctx, testDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testPool(t)
 	o := org(t)
 	h := hub.New(pool, hub.Options{Logf: t.Logf})
 	events := make(chan []hub.Event, 10)

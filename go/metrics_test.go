@@ -1,7 +1,6 @@
 package eventhub_test
 
 import (
-	"context"
 	"sort"
 	"strings"
 	"testing"
@@ -19,13 +18,7 @@ import (
 func TestPrometheusCollector(t *testing.T) {
 	conn := connect(t, testDSN)
 	o := org(t)
-	r := newRecorder()
-	w, _ := runWatcher(t, eventhub.Config{Organizations: []string{o}, Handler: r})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := w.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w, r := synced(t, eventhub.Config{Organizations: []string{o}})
 	rev := publishTx(t, conn, ev(o, "a", eventhub.Create, `{}`), ev(o, "b", eventhub.Create, `{}`))
 	waitFor(t, 10*time.Second, "delivered", func() bool { c, _ := r.store.Cursor(o); return c.Revision == rev })
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgconn"
 	"github.com/jackc/pgx/v4"
-	"github.com/jackc/pgx/v4/pgxpool"
 
 	eventhub "github.com/eventhub/eventhub/go"
 )
@@ -104,11 +103,7 @@ func TestPublishInTheCallersTransaction(t *testing.T) {
 func TestPublishOnConnAndPool(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, testDSN)
-	pool, err := pgxpool.Connect(ctx, testDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testPool(t)
 	o := org(t)
 	for i, q := range []eventhub.Querier{conn, pool} {
 		p, err := eventhub.Publish(ctx, q, eventhub.Event{Organization: o, Type: "CERT", Action: eventhub.Update,
@@ -163,11 +158,7 @@ func TestPublishIdempotentByCorrelationID(t *testing.T) {
 // commit order, without a gap.
 func TestPublishConcurrentGapless(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.Connect(ctx, testDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testPool(t)
 	o := org(t)
 	const workers, each = 8, 25
 	var wg sync.WaitGroup

@@ -350,36 +350,28 @@ func NewWatcher(cfg Config) (*Watcher, error) {
 // Follow adds an organization (a no-op if followed). It starts from its
 // stored cursor or as Config.Start says, at once if Run is running.
 func (w *Watcher) Follow(organization string) error {
-	if organization == "" {
-		return invalid("an organization id may not be empty")
-	}
-	if w.cfg.All {
-		return invalid("a watcher of all organizations follows every one already")
-	}
-	w.mu.Lock()
-	if w.orgs[organization] == nil {
-		w.orgs[organization] = &orgState{since: time.Now(), dirty: true}
-		w.pollNow = true // its token
-	}
-	w.mu.Unlock()
-	w.signal()
-	return nil
+	return w.follow(organization, orgState{})
 }
 
 // FollowAt adds an organization from the cursor given, as if it were
 // stored (a no-op if followed): for a consumer that read its state and
 // the head itself.
 func (w *Watcher) FollowAt(organization string, c Cursor) error {
+	return w.follow(organization, orgState{cursor: c, hasCursor: true, loaded: true})
+}
+
+func (w *Watcher) follow(organization string, s orgState) error {
 	if organization == "" {
 		return invalid("an organization id may not be empty")
 	}
 	if w.cfg.All {
 		return invalid("a watcher of all organizations follows every one already")
 	}
+	s.since, s.dirty = time.Now(), true
 	w.mu.Lock()
 	if w.orgs[organization] == nil {
-		w.orgs[organization] = &orgState{since: time.Now(), dirty: true, cursor: c, hasCursor: true, loaded: true}
-		w.pollNow = true
+		w.orgs[organization] = &s
+		w.pollNow = true // its token
 	}
 	w.mu.Unlock()
 	w.signal()
