@@ -8,10 +8,12 @@
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the numbers of the measurements to run (1-12, separated by
+#   BENCH_ONLY   the numbers of the measurements to run (1-13, separated by
 #                spaces or commas); default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
 #                "1 4 8 16 64")
+#   BENCH_GO_FAN_PROCS  the numbers of Go watchers (and of watch
+#                processes) of item 13 (default "1 16 64")
 #   BENCH_KEEP   a directory to copy every raw output of the run into
 #                (pgbench logs, latencies, eh_bench outputs)
 #   BENCH_PERF   set: item 11 records a perf profile of the watchers and
@@ -47,7 +49,7 @@ if [ "${1:-}" != "--inner" ]; then
 	esac
 	only=${BENCH_ONLY:-}
 	case $only in *[!0-9,\ ]*)
-		echo "bench: BENCH_ONLY must list measurement numbers (1-12), not '$only'" >&2
+		echo "bench: BENCH_ONLY must list measurement numbers (1-13), not '$only'" >&2
 		exit 2
 		;;
 	esac
@@ -70,11 +72,17 @@ if [ "${1:-}" != "--inner" ]; then
 	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo/bench/eh_bench.c" "${libs[@]}"
 	# The CLI that item 11 runs: this tree's if built, else the installed one.
 	if [ -x "$repo/client/eventhub" ]; then cp "$repo/client/eventhub" "$work/"; else cp "$(command -v eventhub)" "$work/"; fi
+	# Item 13's Go watcher, built offline in GOPATH mode (Debian's pgx).
+	mkdir -p "$work/gopath/src/github.com/eventhub/eventhub"
+	ln -s "$repo/go" "$work/gopath/src/github.com/eventhub/eventhub/go"
+	GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS= \
+		go build -o "$work/gowatch" "$repo/bench/gowatch/main.go"
+	rm -rf "$work/gopath" "$work/gocache"
 	source "$repo/scripts/cluster.sh"
 	hand_over "$work"
 	# In the background, so that a SIGTERM or SIGINT here reaches the inner run
 	# (which then stops its cluster) before the staging directory goes.
-	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
+	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" ${BENCH_GO_FAN_PROCS:+BENCH_GO_FAN_PROCS="$BENCH_GO_FAN_PROCS"} PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
 	child=$!
 	trap 'kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; exit 130' INT TERM
 	wait "$child"
@@ -123,6 +131,7 @@ full)
 	METRICS_BLOCK=5 METRICS_BLOCKS=16   # publish with and without scrapes: blocks of seconds
 	FAN_PROCS=${BENCH_FAN_PROCS:-"1 4 8 16 64"}   # eventhub watch processes following one organization
 	FAN_RATE=200 FAN_EVENTS=1000
+	GO_FAN_PROCS=${BENCH_GO_FAN_PROCS:-"1 16 64"}   # item 13
 	HIST_ORGS=1000 HIST_SIZES="10000 2000000" HIST_READER=10000   # kept events of item 12
 	HIST_T=5 HIST_ROUNDS=3
 	;;
@@ -149,6 +158,7 @@ smoke)
 	METRICS_BLOCK=2 METRICS_BLOCKS=4
 	FAN_PROCS="1 4"
 	FAN_RATE=100 FAN_EVENTS=100
+	GO_FAN_PROCS="1 4"
 	HIST_ORGS=100 HIST_SIZES="2000 20000" HIST_READER=1000
 	HIST_T=1 HIST_ROUNDS=1
 	;;
@@ -1018,25 +1028,36 @@ fi
 # CPU time (/proc/PID/schedstat) of the watcher processes and of
 # their backends from just before publishing until the last line is
 # printed, over N * FAN_EVENTS.
-# cpu_ns PID...: their summed CPU time in nanoseconds (/proc/PID/schedstat:
+# cpu_ns PID...: their summed CPU time in nanoseconds (/proc/PID/task/TID/schedstat:
 # the scheduler's own count, exact, where /proc/PID/stat counts in ticks).
+# Every thread counts (a Go program runs on several): /proc/PID/task/*.
 cpu_ns() {
-	local p t=0 f
+	local p t=0 f task
 	for p in "$@"; do
-		read -r f _ <"/proc/$p/schedstat" || fail "process $p is gone"
-		t=$((t + f))
+		[ -d "/proc/$p/task" ] || fail "process $p is gone"
+		for task in /proc/"$p"/task/*/schedstat; do
+			read -r f _ <"$task" || continue # a thread that just ended
+			t=$((t + f))
+		done
 	done
 	echo "$t"
 }
+# fan_run N TAG [go]: N `eventhub watch` processes, or N Go watchers (two
+# backends each: one listens, one fetches).
 fan_run() {
-	local n=$1 tag=$2 i head fifos=() wpids=() bpids spid t0c t0s t1c t1s f perfs
+	local n=$1 tag=$2 kind=${3:-cli} i head fifos=() wpids=() bpids spid t0c t0s t1c t1s f perfs per=1
 	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
 	mkdir "$work/fan"
 	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization_id = 'fan-org'")
 	for ((i = 0; i < n; i++)); do
 		mkfifo "$work/fan/w$i"
 		fifos+=("$work/fan/w$i")
-		PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+		if [ "$kind" = go ]; then
+			per=2
+			"$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+		else
+			PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+		fi
 		wpids+=("$!")
 		bgpids+=("$!")
 	done
@@ -1048,7 +1069,7 @@ fan_run() {
 	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_${n}_$tag.stamp.err" "$out"/fan_"${n}_$tag"_*.err | head -5)"
 	wait_until "the watchers of fan-out $n to be idle" sessions_idle
 	mapfile -t bpids < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
-	[ "${#bpids[@]}" = "$n" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $n"
+	[ "${#bpids[@]}" = "$((n * per))" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $((n * per))"
 	t0c=$(cpu_ns "${wpids[@]}")
 	t0s=$(cpu_ns "${bpids[@]}")
 	perfs=()
@@ -1122,6 +1143,39 @@ if want 11; then
 	done
 	reload_conf "ALTER SYSTEM RESET eventhub.notification_events"
 	jadd fan_out "[$(IFS=,; echo "${json11[*]}")]"
+fi
+
+# ------------------------------- 13. Go watchers against eventhub watch
+# Item 11's fan-out, with the Go package's watchers (bench/gowatch: the
+# CLI's lines, from a Watcher) against as many `eventhub watch` processes,
+# alternating which goes first, notifications carrying their events (the
+# default). The Go watcher fetches every event (it does not open sealed
+# events).
+if want 13; then
+	say "13/13 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
+	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
+	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
+	json13=()
+	k=0
+	for n in $GO_FAN_PROCS; do
+		declare -A GP99=() GCPU=()
+		for kind in $( ((k++ % 2 == 0)) && echo "cli go" || echo "go cli"); do
+			fan_run "$n" "$kind" "$kind"
+			f=$out/fan_${n}_$kind.out
+			GP99[$kind]=$(kv "$f" p99)
+			GCPU[$kind]=$(calc "$FAN_CPU_S + $FAN_CPU_C")
+			row "13. publish-to-line ms p50/p99, $n $([ "$kind" = go ] && echo "Go watchers" || echo "eventhub watch processes") (${FAN_RATE_GOT}/s); CPU us/event backend + watcher" \
+				"$(kv "$f" p50)/${GP99[$kind]}; $FAN_CPU_S + $FAN_CPU_C"
+			json13+=("{\"watchers\": $n, \"kind\": \"$kind\", \"p50_ms\": $(kv "$f" p50), \"p99_ms\": ${GP99[$kind]}, \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C}")
+		done
+		tgt= ver=
+		if [ "$n" = 16 ]; then
+			tgt="<= 1.2" ver=$(awk "BEGIN { print (${GP99[go]} <= 1.2 * ${GP99[cli]}) ? \"PASS\" : \"MISS\" }")
+		fi
+		row "13. Go/CLI at $n: p99 ratio; CPU per event ratio" \
+			"$(calc "${GP99[go]} / ${GP99[cli]}"); $(calc "${GCPU[go]} / ${GCPU[cli]}")" "$tgt" "$ver"
+	done
+	jadd go_fan_out "[$(IFS=,; echo "${json13[*]}")]"
 fi
 
 # ------------------------------------------- 12. the cost of a long history

@@ -8,6 +8,7 @@ package eventhub
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v4"
@@ -142,6 +143,9 @@ func (w *Watcher) catchUp(ctx context.Context, fetch *pgx.Conn, org string) erro
 			return err
 		}
 	}
+	if done, err := w.deliverSealed(ctx, org); done || err != nil {
+		return err
+	}
 	var pending []Change // a transaction larger than a batch, so far
 	for {
 		s, ok := w.state(org)
@@ -211,6 +215,9 @@ func resyncIndex(reason error) int {
 // applied.
 func (w *Watcher) fetchBatch(ctx context.Context, fetch *pgx.Conn, org string, from Cursor) ([]row, error) {
 	w.fetches.Add(1)
+	if w.prepared {
+		return w.fetchPrepared(ctx, fetch, org, from)
+	}
 	rows, err := fetch.Query(ctx, fetchSQL, org, from.Revision, w.cfg.BatchSize, from.VersionID, w.cfg.BatchBytes)
 	if err != nil {
 		return nil, wrap(err)
@@ -228,6 +235,56 @@ func (w *Watcher) fetchBatch(ctx context.Context, fetch *pgx.Conn, org string, f
 		batch = append(batch, r)
 	}
 	return batch, wrap(rows.Err())
+}
+
+// The fetch as a statement prepared once per connection, where no
+// transaction pooler can lose it; its columns all in text (timestamps in
+// microseconds since the epoch).
+const (
+	preparedFetch    = "eventhub_fetch"
+	preparedFetchSQL = `SELECT revision, version_id::text, event_type, action, entity_id, correlation_id,
+		event_data::text, (extract(epoch FROM processed_timestamp) * 1000000)::bigint,
+		(extract(epoch FROM originated_timestamp) * 1000000)::bigint,
+		transaction_first_revision, transaction_end, head_revision
+		FROM eventhub.transactions_since($1, $2, $3, NULLIF($4, '')::uuid, $5)`
+)
+
+func (w *Watcher) fetchPrepared(ctx context.Context, fetch *pgx.Conn, org string, from Cursor) ([]row, error) {
+	params := [][]byte{[]byte(org), []byte(strconv.FormatInt(from.Revision, 10)),
+		[]byte(strconv.Itoa(w.cfg.BatchSize)), []byte(from.VersionID), []byte(strconv.Itoa(w.cfg.BatchBytes))}
+	rr := fetch.PgConn().ExecPrepared(ctx, preparedFetch, params, nil, nil)
+	var batch []row
+	bad := false
+	for rr.NextRow() {
+		v := rr.Values()
+		if len(v) != 12 {
+			bad = true
+			continue
+		}
+		var r row
+		var err [6]error
+		var processed, originated int64
+		r.Revision, err[0] = strconv.ParseInt(string(v[0]), 10, 64)
+		r.VersionID, r.Type, r.Action = string(v[1]), string(v[2]), Action(v[3])
+		r.EntityID, r.CorrelationID, r.Data = string(v[4]), string(v[5]), append([]byte(nil), v[6]...)
+		processed, err[1] = strconv.ParseInt(string(v[7]), 10, 64)
+		originated, err[2] = strconv.ParseInt(string(v[8]), 10, 64)
+		r.first, err[3] = strconv.ParseInt(string(v[9]), 10, 64)
+		r.end = string(v[10]) == "t"
+		r.head, err[4] = strconv.ParseInt(string(v[11]), 10, 64)
+		r.Processed, r.Originated = time.UnixMicro(processed), time.UnixMicro(originated)
+		for _, e := range err {
+			bad = bad || e != nil
+		}
+		batch = append(batch, r)
+	}
+	if _, err := rr.Close(); err != nil {
+		return nil, wrap(err)
+	}
+	if bad {
+		return nil, errors.New("eventhub: the fetch returned a row it cannot read")
+	}
+	return batch, nil
 }
 
 // deliver hands one whole transaction to the handler, then moves the
@@ -341,4 +398,57 @@ func (w *Watcher) reload(ctx context.Context, fetch *pgx.Conn, org string, reaso
 	}
 	w.update(org, func(s *orgState) { s.cursor, s.hasCursor, s.loaded, s.needsReload = head, true, true, nil })
 	return nil
+}
+
+// deliverSealed delivers the events the organization's notifications
+// carried, in order, as long as they follow its cursor. It reports
+// whether that reached the version the last notification named, so that
+// no fetch is needed.
+func (w *Watcher) deliverSealed(ctx context.Context, org string) (bool, error) {
+	w.mu.Lock()
+	s := w.orgs[org]
+	if s == nil || !s.hasCursor || !s.ready || len(s.sealed) == 0 {
+		w.mu.Unlock()
+		return false, nil
+	}
+	notes, key := s.sealed, w.keys[org]
+	s.sealed = nil
+	w.mu.Unlock()
+	received := time.Now()
+	for _, n := range notes {
+		o, err := openSealed(key, n)
+		if err != nil {
+			return false, nil // a wake-up only: fetch
+		}
+		st, ok := w.state(org)
+		if !ok {
+			return true, nil
+		}
+		first := o.rows[0]
+		if o.rows[len(o.rows)-1].Revision <= st.cursor.Revision {
+			continue // applied already
+		}
+		if first.Revision != st.cursor.Revision+1 || o.hasPrevious != (first.Revision > 1) ||
+			o.hasPrevious && o.previous != st.cursor.VersionID {
+			return false, nil // they do not follow the cursor: fetch
+		}
+		var txn []Change
+		for _, r := range o.rows {
+			txn = append(txn, r.Change)
+			if r.end {
+				if err := w.deliver(ctx, org, txn); err != nil {
+					return false, err
+				}
+				w.sealed.Add(int64(len(txn)))
+				txn = nil
+			}
+		}
+	}
+	caughtUp := false
+	w.update(org, func(s *orgState) {
+		if caughtUp = s.cursor.VersionID == s.notified && len(s.sealed) == 0; caughtUp {
+			s.confirmed = received
+		}
+	})
+	return caughtUp, nil
 }

@@ -25,6 +25,10 @@ import (
 // How long the probe notification may take to arrive.
 const probeTimeout = time.Second
 
+// Notifications with events kept per organization until the Run
+// goroutine looks at them; more, and they are dropped for a fetch.
+const maxSealed = 64
+
 // The zero token: poll every organization now.
 const zeroToken = "00000000000000000000000000000000"
 
@@ -51,10 +55,16 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 		return false, err
 	}
 	defer fetch.Close(context.Background())
-	var standby bool
-	if err := fetch.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery()").Scan(&standby); err != nil {
+	var standby, sealed bool
+	if err := fetch.QueryRow(ctx, helloSQL).Scan(&standby, &sealed); err != nil {
 		return false, err
 	}
+	w.mu.Lock()
+	w.channel, w.keys, w.prepared = "eventhub", map[string][]byte{}, false
+	if sealed {
+		w.channel = "eventhub_events"
+	}
+	w.mu.Unlock()
 	if again {
 		w.reconnects.Add(1)
 		w.logf("eventhub: connected again")
@@ -147,6 +157,13 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	}
 }
 
+// The first query: whether the server is a standby, and whether this role
+// may open the events notifications carry (then it listens on
+// eventhub_events instead of eventhub: both announce the same).
+const helloSQL = `SELECT pg_catalog.pg_is_in_recovery(), COALESCE(
+	pg_catalog.has_function_privilege(pg_catalog.to_regprocedure('eventhub.notification_data_key(text)'), 'EXECUTE')
+	AND pg_catalog.has_function_privilege(pg_catalog.to_regprocedure('eventhub.notifier_pid()'), 'EXECUTE'), false)`
+
 // listen opens the listening connection to the server fetch reached and
 // checks that notifications reach it: it listens on a channel of its own,
 // has fetch notify it, and listens on eventhub if that notification
@@ -166,7 +183,16 @@ func (w *Watcher) listen(ctx context.Context, fetch *pgx.Conn) (*pgx.Conn, error
 	channel := "eventhub_probe_" + hex.EncodeToString(b[:])
 	ok, err := w.probe(ctx, conn, fetch, channel)
 	if err == nil && ok {
-		_, err = conn.Exec(ctx, "LISTEN eventhub")
+		w.mu.Lock()
+		channel := w.channel
+		w.mu.Unlock()
+		_, err = conn.Exec(ctx, "LISTEN "+channel)
+	}
+	if err == nil && ok {
+		// Not behind a transaction pooler: the fetch may be prepared.
+		if _, err = fetch.PgConn().Prepare(ctx, preparedFetch, preparedFetchSQL, nil); err == nil {
+			w.prepared = true
+		}
 	}
 	if err != nil || !ok {
 		conn.Close(context.Background())
@@ -244,13 +270,17 @@ func (w *Watcher) readNotifications(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		if n.Channel != "eventhub" {
+		w.mu.Lock()
+		channel := w.channel
+		w.mu.Unlock()
+		if n.Channel != channel {
 			continue
 		}
 		w.notifications.Add(1)
 		var p struct {
 			Token   string `json:"notification_token"`
 			Version string `json:"version_id"`
+			Events  string `json:"events"`
 		}
 		if json.Unmarshal([]byte(n.Payload), &p) != nil {
 			continue // anyone may NOTIFY: not ours
@@ -263,7 +293,14 @@ func (w *Watcher) readNotifications(ctx context.Context, conn *pgx.Conn) error {
 			}
 		} else if org, ok := w.tokens[p.Token]; ok {
 			if s := w.orgs[org]; s != nil && (!s.hasCursor || s.cursor.VersionID != p.Version) {
-				s.dirty = true
+				s.dirty, s.notified = true, p.Version
+				// Events are believed from the notifier only (anyone may
+				// NOTIFY); a backlog of them is dropped: the fetch reads it.
+				if p.Events != "" && n.PID == w.notifier && w.keys[org] != nil && len(s.sealed) < maxSealed {
+					s.sealed = append(s.sealed, sealedNote{token: p.Token, version: p.Version, events: p.Events})
+				} else {
+					s.sealed = nil
+				}
 			}
 		} else if w.cfg.All {
 			w.pollNow = true // a new organization, or a rotated key
@@ -276,15 +313,27 @@ func (w *Watcher) readNotifications(ctx context.Context, conn *pgx.Conn) error {
 // The heads and tokens of the organizations named, or (discovery) of
 // every organization the role may read. The token is NULL without read
 // privilege.
+// With the data keys where the watcher listens on eventhub_events
+// (keysSQL), and the notifier's pid.
 const (
 	headsSQL = `SELECT c.org, s.revision, s.version_id::text,
-		CASE WHEN eventhub.has_organization_privilege(c.org, 'read') THEN eventhub.notification_token(c.org) END
+		CASE WHEN eventhub.has_organization_privilege(c.org, 'read') THEN eventhub.notification_token(c.org) END,
+		NULL::bytea, 0
 		FROM pg_catalog.unnest($1::text[]) AS c(org)
 		LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org`
+	headsKeysSQL = `SELECT c.org, s.revision, s.version_id::text, r.token, r.key, COALESCE(eventhub.notifier_pid(), 0)
+		FROM pg_catalog.unnest($1::text[]) AS c(org)
+		LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org
+		LEFT JOIN LATERAL (SELECT eventhub.notification_token(c.org), eventhub.notification_data_key(c.org)
+			WHERE eventhub.has_organization_privilege(c.org, 'read')) AS r(token, key) ON true`
 	discoverSQL = `SELECT s.organization_id, s.revision, s.version_id::text,
 		CASE WHEN eventhub.has_organization_privilege(s.organization_id, 'read')
-		THEN eventhub.notification_token(s.organization_id) END
+		THEN eventhub.notification_token(s.organization_id) END, NULL::bytea, 0
 		FROM eventhub.organization_states s`
+	discoverKeysSQL = `SELECT s.organization_id, s.revision, s.version_id::text, r.token, r.key, COALESCE(eventhub.notifier_pid(), 0)
+		FROM eventhub.organization_states s
+		LEFT JOIN LATERAL (SELECT eventhub.notification_token(s.organization_id), eventhub.notification_data_key(s.organization_id)
+			WHERE eventhub.has_organization_privilege(s.organization_id, 'read')) AS r(token, key) ON true`
 )
 
 // poll reads the heads and tokens, and marks every organization whose head
@@ -294,15 +343,21 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 	sent := time.Now()
 	var rows pgx.Rows
 	var err error
-	if w.cfg.All {
+	w.mu.Lock()
+	keys := w.channel == "eventhub_events"
+	names := make([]string, 0, len(w.orgs))
+	for o := range w.orgs {
+		names = append(names, o)
+	}
+	w.mu.Unlock()
+	switch {
+	case w.cfg.All && keys:
+		rows, err = fetch.Query(ctx, discoverKeysSQL)
+	case w.cfg.All:
 		rows, err = fetch.Query(ctx, discoverSQL)
-	} else {
-		w.mu.Lock()
-		names := make([]string, 0, len(w.orgs))
-		for o := range w.orgs {
-			names = append(names, o)
-		}
-		w.mu.Unlock()
+	case keys:
+		rows, err = fetch.Query(ctx, headsKeysSQL, names)
+	default:
 		rows, err = fetch.Query(ctx, headsSQL, names)
 	}
 	if err != nil {
@@ -313,11 +368,13 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 		rev   *int64
 		ver   *string
 		token *string
+		key   []byte
 	}
 	var heads []head
+	var notifier int32
 	for rows.Next() {
 		var h head
-		if err := rows.Scan(&h.org, &h.rev, &h.ver, &h.token); err != nil {
+		if err := rows.Scan(&h.org, &h.rev, &h.ver, &h.token, &h.key, &notifier); err != nil {
 			rows.Close()
 			return err
 		}
@@ -329,6 +386,10 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tokens := make(map[string]string, len(heads))
+	w.notifier = uint32(notifier)
+	if keys {
+		w.keys = make(map[string][]byte, len(heads))
+	}
 	for _, h := range heads {
 		s := w.orgs[h.org]
 		if s == nil && w.cfg.All {
@@ -340,6 +401,9 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 		}
 		if h.token != nil {
 			tokens[*h.token] = h.org
+		}
+		if keys && len(h.key) == 32 {
+			w.keys[h.org] = h.key
 		}
 		hc := Cursor{}
 		if h.rev != nil {

@@ -220,6 +220,9 @@ type Stats struct {
 	EventsDelivered int64 // events handed to OnTransaction
 	Transactions    int64 // OnTransaction calls that returned nil
 	Snapshots       int64 // OnSnapshot calls that returned nil
+	// SealedEvents counts events delivered from the notifications that
+	// carried them, without a fetch.
+	SealedEvents int64
 	// Resyncs by reason: history_removed, cursor_ahead, version_mismatch.
 	Resyncs   map[string]int64
 	Connected bool // a session is up and caught up once
@@ -264,9 +267,13 @@ type Watcher struct {
 	discovery bool              // under All: a discovery answered
 	connected bool
 	listening bool
+	channel   string            // eventhub, or eventhub_events: its notifications may carry the events
+	keys      map[string][]byte // organization → data key, for eventhub_events
+	notifier  uint32            // the notifier's pid: only its events are believed
+	prepared  bool              // the fetch is prepared on this session's connection (Run's goroutine only)
 
-	notifications, polls, fetches, reconnects, delivered, txns, snapshots atomic.Int64
-	resyncs                                                               [3]atomic.Int64
+	notifications, polls, fetches, reconnects, delivered, txns, snapshots, sealed atomic.Int64
+	resyncs                                                                       [3]atomic.Int64
 }
 
 // orgState is the watcher's view of one organization; guarded by mu,
@@ -279,7 +286,9 @@ type orgState struct {
 	dirty       bool // something says it moved: catch up
 	confirmed   time.Time
 	since       time.Time
-	needsReload error // a resync the handler has not answered yet
+	needsReload error        // a resync the handler has not answered yet
+	sealed      []sealedNote // notifications with events, not yet looked at
+	notified    string       // the version the last notification named
 	resyncs     [3]int64
 }
 
@@ -470,6 +479,7 @@ func (w *Watcher) Stats() Stats {
 		EventsDelivered: w.delivered.Load(),
 		Transactions:    w.txns.Load(),
 		Snapshots:       w.snapshots.Load(),
+		SealedEvents:    w.sealed.Load(),
 		Resyncs:         map[string]int64{},
 		Connected:       connected,
 		Listening:       listening,
