@@ -82,7 +82,7 @@ if [ "${1:-}" != "--inner" ]; then
 	hand_over "$work"
 	# In the background, so that a SIGTERM or SIGINT here reaches the inner run
 	# (which then stops its cluster) before the staging directory goes.
-	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" ${BENCH_GO_FAN_PROCS:+BENCH_GO_FAN_PROCS="$BENCH_GO_FAN_PROCS"} PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
+	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" ${BENCH_GO_FAN_PROCS:+BENCH_GO_FAN_PROCS="$BENCH_GO_FAN_PROCS"} ${BENCH_GOMAXPROCS:+BENCH_GOMAXPROCS="$BENCH_GOMAXPROCS"} PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
 	child=$!
 	trap 'kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; exit 130' INT TERM
 	wait "$child"
@@ -1054,7 +1054,7 @@ fan_run() {
 		fifos+=("$work/fan/w$i")
 		if [ "$kind" = go ]; then
 			per=2
-			"$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+			GOMAXPROCS=${BENCH_GOMAXPROCS:-} "$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		else
 			PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		fi

@@ -47,8 +47,30 @@ func uuidText(b []byte) string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
+// sealKey is an organization's data key, ready to open with.
+type sealKey struct {
+	raw  []byte
+	aead cipher.AEAD
+}
+
+// newSealKey prepares a data key, or returns prev if it is the same key.
+func newSealKey(raw []byte, prev *sealKey) *sealKey {
+	if prev != nil && string(prev.raw) == string(raw) {
+		return prev
+	}
+	block, err := aes.NewCipher(raw)
+	if err != nil {
+		return nil
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil
+	}
+	return &sealKey{raw: raw, aead: gcm}
+}
+
 // openSealed opens a notification's events with the organization's key.
-func openSealed(key []byte, n sealedNote) (*opened, error) {
+func openSealed(key *sealKey, n sealedNote) (*opened, error) {
 	raw, err := base64.StdEncoding.DecodeString(n.events)
 	if err != nil || len(raw) < 12+16 {
 		return nil, errSealed
@@ -61,15 +83,7 @@ func openSealed(key []byte, n sealedNote) (*opened, error) {
 	if err != nil {
 		return nil, errSealed
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, errSealed
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, errSealed
-	}
-	plain, err := gcm.Open(nil, raw[:12], raw[12:], append(token, version...))
+	plain, err := key.aead.Open(nil, raw[:12], raw[12:], append(token, version...))
 	if err != nil {
 		return nil, errSealed
 	}

@@ -60,7 +60,7 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 		return false, err
 	}
 	w.mu.Lock()
-	w.channel, w.keys, w.prepared = "eventhub", map[string][]byte{}, false
+	w.channel, w.keys, w.prepared = "eventhub", map[string]*sealKey{}, false
 	if sealed {
 		w.channel = "eventhub_events"
 	}
@@ -387,8 +387,9 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 	defer w.mu.Unlock()
 	tokens := make(map[string]string, len(heads))
 	w.notifier = uint32(notifier)
+	prevKeys := w.keys
 	if keys {
-		w.keys = make(map[string][]byte, len(heads))
+		w.keys = make(map[string]*sealKey, len(heads))
 	}
 	for _, h := range heads {
 		s := w.orgs[h.org]
@@ -403,7 +404,9 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 			tokens[*h.token] = h.org
 		}
 		if keys && len(h.key) == 32 {
-			w.keys[h.org] = h.key
+			if k := newSealKey(h.key, prevKeys[h.org]); k != nil {
+				w.keys[h.org] = k
+			}
 		}
 		hc := Cursor{}
 		if h.rev != nil {

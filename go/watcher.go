@@ -267,10 +267,10 @@ type Watcher struct {
 	discovery bool              // under All: a discovery answered
 	connected bool
 	listening bool
-	channel   string            // eventhub, or eventhub_events: its notifications may carry the events
-	keys      map[string][]byte // organization → data key, for eventhub_events
-	notifier  uint32            // the notifier's pid: only its events are believed
-	prepared  bool              // the fetch is prepared on this session's connection (Run's goroutine only)
+	channel   string              // eventhub, or eventhub_events: its notifications may carry the events
+	keys      map[string]*sealKey // organization → data key, for eventhub_events
+	notifier  uint32              // the notifier's pid: only its events are believed
+	prepared  bool                // the fetch is prepared on this session's connection (Run's goroutine only)
 
 	notifications, polls, fetches, reconnects, delivered, txns, snapshots, sealed atomic.Int64
 	resyncs                                                                       [3]atomic.Int64
