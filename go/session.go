@@ -83,10 +83,12 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			notes = errc
 			go func() {
 				defer close(finished)
-				errc <- w.readNotifications(ctx, listen)
+				errc <- w.readNotifications(listen)
 			}()
 			defer func() {
-				cancel()
+				// Closing the socket ends the wait (a context per wait
+				// would cost pgconn a goroutine per notification).
+				listen.PgConn().Conn().Close()
 				<-finished // the goroutine ends before the session does
 				listen.Close(context.Background())
 			}()
@@ -262,11 +264,12 @@ func sameServer(config *pgx.ConnConfig, conn *pgx.Conn) *pgx.ConnConfig {
 	return c
 }
 
-// readNotifications reads the listening connection until it fails or ctx
-// ends, and marks the organizations its notifications name.
-func (w *Watcher) readNotifications(ctx context.Context, conn *pgx.Conn) error {
+// readNotifications reads the listening connection until it fails (the
+// session ends it by closing its socket), and marks the organizations its
+// notifications name.
+func (w *Watcher) readNotifications(conn *pgx.Conn) error {
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(context.Background())
 		if err != nil {
 			return err
 		}
