@@ -19,6 +19,26 @@
 //	...
 //	err = tx.Commit(ctx)
 //
+// A Watcher follows organizations (or all of them) over two connections,
+// whatever their number, and hands each publishing transaction, whole and
+// in order, to a Handler; it starts from a stored cursor, a snapshot or
+// the head, resyncs from a snapshot when the history cannot be followed,
+// polls where notifications cannot reach it (a hot standby, a
+// transaction pooler), and reconnects through failovers. A Store is a
+// Handler that keeps every organization's entities, as client-go's
+// informers do; TableCursors applies exactly once in the consumer's own
+// transaction.
+//
+//	store := eventhub.NewStore()
+//	w, err := eventhub.NewWatcher(eventhub.Config{ConnString: dsn, All: true, Handler: store})
+//	...
+//	go w.Run(ctx)
+//	err = w.WaitForSync(ctx)
+//	api, ok := store.Get("acme", "API", "weather-api")
+//
+// Package hub offers the controller design's EventHub interface on top,
+// and package ehprom the watcher's Prometheus metrics.
+//
 // Errors the server raises with a SQLSTATE of eventhub's contract come back
 // as *Error, which matches the package's sentinel errors with errors.Is
 // (ErrPermission, ErrInvalidInput, ErrReadOnly, ErrCorrelationConflict, and
