@@ -40,7 +40,11 @@ type storeOrg struct {
 }
 
 // Store is a Handler that keeps the current entities of every
-// organization a Watcher follows (start FromSnapshot). A reader never sees
+// organization a Watcher follows (start FromSnapshot). It is in memory:
+// a Watcher with a Store needs no Config.Cursors, and a cursor stored
+// beyond the Store's life does not describe it (a transaction for an
+// organization the store never loaded is refused, not applied to an
+// empty state). A reader never sees
 // part of a transaction or snapshot: each is applied under the store's
 // lock. Its methods are safe for concurrent use.
 type Store struct {
@@ -180,6 +184,12 @@ func (s *Store) OnTransaction(_ context.Context, t *Transaction) error {
 	s.mu.Lock()
 	o := s.orgs[t.Organization]
 	if o == nil {
+		if t.Changes[0].Revision != 1 {
+			s.mu.Unlock()
+			return fmt.Errorf("eventhub: the store holds nothing of organization %q, and a transaction at revision %d "+
+				"would be applied to an empty state: a Store starts from a snapshot (or from revision 1); "+
+				"a cursor stored beyond the Store's life does not describe it", t.Organization, t.Changes[0].Revision)
+		}
 		o = &storeOrg{entities: map[entityKey]Entity{}}
 		s.orgs[t.Organization] = o
 	}

@@ -225,8 +225,8 @@ type Stats struct {
 	SealedEvents int64
 	// Resyncs by reason: history_removed, cursor_ahead, version_mismatch.
 	Resyncs   map[string]int64
-	Connected bool // a session is up and caught up once
-	Listening bool // its notifications reach it
+	Connected bool // now: a session is up, and caught up once since it began
+	Listening bool // now: the session's notifications reach it
 }
 
 // Status is one organization's, as a Watcher follows it.
@@ -251,14 +251,16 @@ type Status struct {
 // in revision order per organization, to a Handler. Make one with
 // NewWatcher and run it with Run; its methods are safe for concurrent use.
 type Watcher struct {
-	cfg    Config
-	conn   *pgx.ConnConfig
-	h      Handler
-	logf   func(string, ...interface{})
-	wake   chan struct{} // a notification, Follow or Unfollow: look at the dirty set
-	synced chan struct{} // closed once synced
-	once   sync.Once
-	run    int32
+	cfg     Config
+	conn    *pgx.ConnConfig
+	h       Handler
+	logf    func(string, ...interface{})
+	wake    chan struct{} // a notification, Follow or Unfollow: look at the dirty set
+	synced  chan struct{} // closed once synced
+	stopped chan struct{} // closed when Run returns
+	runErr  error         // what Run returned, once stopped is closed
+	once    sync.Once
+	run     int32
 
 	mu        sync.Mutex
 	orgs      map[string]*orgState
@@ -335,14 +337,15 @@ func NewWatcher(cfg Config) (*Watcher, error) {
 		conn.RuntimeParams["application_name"] = "eventhub go watcher"
 	}
 	w := &Watcher{
-		cfg:    cfg,
-		conn:   conn,
-		h:      cfg.Handler,
-		logf:   cfg.Logf,
-		wake:   make(chan struct{}, 1),
-		synced: make(chan struct{}),
-		orgs:   map[string]*orgState{},
-		tokens: map[string]string{},
+		cfg:     cfg,
+		conn:    conn,
+		h:       cfg.Handler,
+		logf:    cfg.Logf,
+		wake:    make(chan struct{}, 1),
+		synced:  make(chan struct{}),
+		stopped: make(chan struct{}),
+		orgs:    map[string]*orgState{},
+		tokens:  map[string]string{},
 	}
 	if w.logf == nil {
 		w.logf = func(string, ...interface{}) {}
@@ -415,11 +418,24 @@ func (w *Watcher) HasSynced() bool {
 	}
 }
 
-// WaitForSync blocks until HasSynced or ctx ends.
+// ErrStopped is what WaitForSync returns when Run returned nil (its
+// context ended) before the watcher synced.
+var ErrStopped = errors.New("eventhub: the watcher stopped")
+
+// WaitForSync blocks until HasSynced, until ctx ends (its error), or
+// until Run returns before that: then Run's error, or ErrStopped.
 func (w *Watcher) WaitForSync(ctx context.Context) error {
 	select {
 	case <-w.synced:
 		return nil
+	case <-w.stopped:
+		if w.HasSynced() {
+			return nil
+		}
+		if w.runErr != nil {
+			return w.runErr
+		}
+		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -514,6 +530,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !atomic.CompareAndSwapInt32(&w.run, 0, 1) {
 		return errors.New("eventhub: Watcher.Run called twice")
 	}
+	err := w.runSessions(ctx)
+	w.runErr = err
+	close(w.stopped)
+	return err
+}
+
+// runSessions runs sessions until ctx ends or an error no retry cures.
+func (w *Watcher) runSessions(ctx context.Context) error {
 	backoff := w.cfg.ReconnectMin
 	sessions := 0
 	for {

@@ -414,3 +414,54 @@ func TestNewWatcherBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// WaitForSync returns Run's error when Run gives up before a sync, and
+// ErrStopped when Run's context ended first.
+func TestWaitForSyncAfterRunStops(t *testing.T) {
+	w, err := eventhub.NewWatcher(eventhub.Config{ConnString: testDSN + " dbname=no_such_database",
+		Organizations: []string{"acme"}, Handler: eventhub.NewStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := w.WaitForSync(ctx)
+	if rerr := <-runErr; rerr == nil || got != rerr {
+		t.Fatalf("WaitForSync %v, Run %v: want Run's error from both", got, rerr)
+	}
+
+	w, err = eventhub.NewWatcher(eventhub.Config{ConnString: testDSN, Organizations: []string{org(t)},
+		Handler: eventhub.HandlerFuncs{SnapshotFunc: func(context.Context, *eventhub.Snapshot) error {
+			return errors.New("not yet") // never synced
+		}}, ReconnectMin: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	go func() { runErr <- w.Run(rctx) }()
+	time.AfterFunc(100*time.Millisecond, rcancel)
+	if got := w.WaitForSync(ctx); !errors.Is(got, eventhub.ErrStopped) || <-runErr != nil {
+		t.Fatalf("WaitForSync after Run's context ended: %v", got)
+	}
+}
+
+// A Store refuses a transaction for an organization it never loaded,
+// unless the transaction starts the history.
+func TestStoreRefusesAnUnloadedOrganization(t *testing.T) {
+	s := eventhub.NewStore()
+	at := func(rev int64) *eventhub.Transaction {
+		return &eventhub.Transaction{Organization: "acme", Changes: []eventhub.Change{{Revision: rev, Type: "API",
+			Action: eventhub.Create, EntityID: "a", Data: []byte(`{}`)}}, Cursor: eventhub.Cursor{Revision: rev}}
+	}
+	if err := s.OnTransaction(context.Background(), at(7)); err == nil {
+		t.Fatal("a transaction at revision 7 applied to an organization never loaded")
+	}
+	if err := s.OnTransaction(context.Background(), at(1)); err != nil {
+		t.Fatalf("revision 1: %v", err)
+	}
+	if err := s.OnTransaction(context.Background(), at(2)); err != nil {
+		t.Fatalf("revision 2 after 1: %v", err)
+	}
+}
