@@ -331,7 +331,7 @@ row "0. notification mode (eventhub.notification_mode())" "$mode"
 
 # ------------------------------------------- 1. publish vs bare INSERT and PgQ
 if want 1; then
-	say "1/12 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	say "1/13 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 	json1=()
 	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 		read -r c v fsync <<<"$point"
@@ -396,7 +396,7 @@ sub_run() {
 
 # ---------------------------------------- 2. publish-to-callback latency
 if want 2; then
-	say "2/12 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+	say "2/13 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
 	json2=()
 	for n in $LAT_SUBS; do
 		sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
@@ -438,7 +438,7 @@ conns_point() {
 	CONSUMED=$((CONSUMED + $(kv "$1.out" notifications)))
 }
 if want 3; then
-	say "3/12 publish throughput with 0 and $LISTENERS listening or idle connections ($ROUNDS interleaved rounds)"
+	say "3/13 publish throughput with 0 and $LISTENERS listening or idle connections ($ROUNDS interleaved rounds)"
 	without=() with=() idle=() r_with=() r_idle=() CONSUMED=0
 	for ((r = 0; r < ROUNDS; r++)); do
 		# Which goes first alternates: a later point runs on a larger table.
@@ -495,7 +495,7 @@ EOF
 # --------------------------------------------------- 4. catch-up and reads
 if want 4; then
 	small=$((CATCHUP / 10))
-	say "4/12 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+	say "4/13 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
 	load_backlog catchup-big "$CATCHUP" '0 s'
 	load_backlog catchup-small "$small" '0 s'
 	q -c "VACUUM ANALYZE eventhub.events" >/dev/null
@@ -538,7 +538,7 @@ fi
 # NEW_ORGS organizations; then, after ANALYZE, a fresh session creates as
 # many more.  A plan kept from the small table must not slow the first.
 if want 5; then
-	say "5/12 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+	say "5/13 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
 	tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
 	q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
 	tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
@@ -589,7 +589,7 @@ pin_restore() {
 # the worker runs on a CPU of its own for both windows (pin_apart).
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 pinned=${5:-} logdir="$out/retlogs-$1" skip line t_base t_reload t_done deleted xacts secs rps b99 c99 pr ppid wpid
-	say "6/12 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/13 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -670,7 +670,7 @@ if want 6; then
 	if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 		retention_point fsync_on_pinned "defaults, fsync on, worker on a CPU of its own" 10000 -1 pinned
 	else
-		say "6/12 skipping the pinned retention point: it needs taskset and 2 CPUs"
+		say "6/13 skipping the pinned retention point: it needs taskset and 2 CPUs"
 	fi
 	reload_conf "ALTER SYSTEM RESET fsync"
 	reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"
@@ -678,7 +678,7 @@ fi
 
 # ----------------------------------------------------- 7. poll fallback
 if want 7; then
-	say "7/12 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+	say "7/13 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
 	json6=()
 	for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
 		read -r poll rate t <<<"$spec"
@@ -706,7 +706,7 @@ entity_index_off() {
 	q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS eventhub.events_entity_idx" -c CHECKPOINT >/dev/null || fail "dropping events_entity_idx failed"
 }
 if want 8; then
-	say "8/12 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
+	say "8/13 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
 	printf '%s\n' "\\set e random(1, 100000)" \
 		"SELECT eventhub.publish_event('bench-' || :client_id, 'API', 'UPDATE', 'api-' || :e, NULL, '$data');" \
 		>"$work/publish_many.sql"
@@ -769,7 +769,7 @@ snap_build() {
 	done | PGDATABASE=snapshots q >/dev/null
 }
 if want 9; then
-	say "9/12 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+	say "9/13 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
 	# Retention of 1 s with compaction on, in force before the build, so that
 	# the worker's pass at this reload (over the postgres database) overlaps
 	# the build and not the measurements.  Two events of one entity there
@@ -974,7 +974,7 @@ scrape_ratio() {
 	}' "$1"
 }
 if want 10; then
-	say "10/12 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
+	say "10/13 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
 	q -c "CREATE DATABASE metrics" >/dev/null || fail "creating database metrics failed"
 	PGDATABASE=metrics q >/dev/null <<EOF || fail "setting up the metrics data set failed"
 CREATE EXTENSION eventhub;
@@ -1110,10 +1110,14 @@ fan_run() {
 	FAN_CPU_S=$(calc "($t1s - $t0s) / 1000 / ($n * $FAN_EVENTS)")
 	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
 }
-if want 11; then
-	say "11/12 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
+# fan_setup: the organization of items 11 and 13, and its publish.
+fan_setup() {
 	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
 	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
+}
+if want 11; then
+	say "11/13 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
+	fan_setup
 	json11=()
 	k=0
 	for n in $FAN_PROCS; do
@@ -1149,12 +1153,10 @@ fi
 # Item 11's fan-out, with the Go package's watchers (bench/gowatch: the
 # CLI's lines, from a Watcher) against as many `eventhub watch` processes,
 # alternating which goes first, notifications carrying their events (the
-# default). The Go watcher fetches every event (it does not open sealed
-# events).
+# default: both deliver them without a fetch).
 if want 13; then
 	say "13/13 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
-	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
-	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
+	fan_setup
 	json13=()
 	k=0
 	for n in $GO_FAN_PROCS; do
@@ -1215,7 +1217,7 @@ CHECKPOINT;
 EOF
 }
 if want 12; then
-	say "12/12 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
+	say "12/13 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
 	q -c "CREATE DATABASE history" >/dev/null || fail "creating database history failed"
 	PGDATABASE=history q >/dev/null <<EOF || fail "setting up database history failed"
 CREATE EXTENSION eventhub;

@@ -97,12 +97,19 @@ if want go && [ -d go ]; then
 	ln -sfn "$work/go" "$gopkg/go"
 	(
 		cd "$gopkg/go" || exit 1
-		export GO111MODULE=off GOPATH=$work/gopath:/usr/share/gocode GOCACHE=$work/gocache GOFLAGS= PG_BINDIR
+		# The tests' servers live under TMPDIR: a test binary that panics
+		# (go test's -timeout) leaves them running, and they are stopped
+		# below.
+		mkdir -p "$work/gotmp"
+		export GO111MODULE=off GOPATH=$work/gopath:/usr/share/gocode GOCACHE=$work/gocache GOFLAGS= PG_BINDIR TMPDIR=$work/gotmp
 		unformatted=$(gofmt -l .)
 		if [ -z "$unformatted" ]; then echo "ok - go: gofmt"; else echo "not ok - go: gofmt: $unformatted"; fi
 		if go vet ./... 2>&1; then echo "ok - go: go vet"; else echo "not ok - go: go vet"; fi
 		go test -race -count=1 -v ./... 2>&1 | sed -e 's/^ok  *\t/go test passed: /' -e 's/^\( *\)--- PASS: /ok - go: \1/' -e 's/^\( *\)--- FAIL: /not ok - go: \1/'
 		[ "${PIPESTATUS[0]}" -eq 0 ] || echo "not ok - go: go test exited with failure"
+		for d in "$work"/gotmp/eventhub-go-*/data; do
+			[ -f "$d/postmaster.pid" ] && "$PG_BINDIR/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 && echo "# stopped a server a test left: $d"
+		done
 	) >out/go.log 2>&1
 	grep -E '^(ok|not ok) ' out/go.log
 	tally_log out/go.log
