@@ -164,20 +164,17 @@ func (t *TableCursors) Load(ctx context.Context, organization string) (Cursor, b
 }
 
 func (t *TableCursors) load(ctx context.Context, q Querier, organization, lock string) (Cursor, bool, error) {
-	var c Cursor
+	var rev int64
 	var ver *string
 	err := q.QueryRow(ctx, `SELECT revision, version_id::text FROM `+t.table+` WHERE organization_id = $1`+lock,
-		organization).Scan(&c.Revision, &ver)
+		organization).Scan(&rev, &ver)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cursor{}, false, nil
 	}
 	if err != nil {
 		return Cursor{}, false, err
 	}
-	if ver != nil {
-		c.VersionID = *ver
-	}
-	return c, true, nil
+	return cursorOf(&rev, ver), true, nil
 }
 
 // Save stores the organization's cursor in the caller's transaction.

@@ -11,14 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgconn"
 	"github.com/jackc/pgx/v4"
 )
 
 const (
-	fetchSQL = `SELECT revision, version_id::text, event_type, action, entity_id, correlation_id,
-		event_data::text, processed_timestamp, originated_timestamp,
-		transaction_first_revision, transaction_end, head_revision
-		FROM eventhub.transactions_since($1, $2, $3, NULLIF($4, '')::uuid, $5)`
 	headSQL         = `SELECT revision, version_id::text FROM eventhub.organization_states WHERE organization_id = $1`
 	snapshotHeadSQL = `SELECT revision, version_id::text FROM eventhub.snapshot_head($1)`
 	snapshotPageSQL = `SELECT event_type, entity_id, event_data::text FROM eventhub.snapshot_entities($1, $2, $3, $4, $5, NULL, NULLIF($6, '')::uuid)`
@@ -92,7 +89,7 @@ func (w *Watcher) start(ctx context.Context, fetch *pgx.Conn, org string) error 
 	case FromSnapshot:
 		return w.snapshot(ctx, fetch, org, nil)
 	case AtHead:
-		head, err := readHead(ctx, fetch, org)
+		head, err := Head(ctx, fetch, org)
 		if err != nil {
 			return err
 		}
@@ -103,28 +100,41 @@ func (w *Watcher) start(ctx context.Context, fetch *pgx.Conn, org string) error 
 	return nil
 }
 
-func readHead(ctx context.Context, q Querier, org string) (Cursor, error) {
+// Head returns an organization's head: the revision and version of its
+// latest event ({0, ""} for an organization never registered). A consumer
+// that loads its state itself reads the head first, then the state, and
+// follows from the head (Watcher.FollowAt).
+func Head(ctx context.Context, q Querier, organization string) (Cursor, error) {
 	var rev *int64
 	var ver *string
-	err := q.QueryRow(ctx, headSQL, org).Scan(&rev, &ver)
+	err := q.QueryRow(ctx, headSQL, organization).Scan(&rev, &ver)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cursor{}, nil // not registered: head (0, NULL)
 	}
 	if err != nil {
 		return Cursor{}, wrap(err)
 	}
-	c := Cursor{Revision: *rev}
+	return cursorOf(rev, ver), nil
+}
+
+// cursorOf is the cursor of a revision and version read as nullable
+// columns.
+func cursorOf(rev *int64, ver *string) Cursor {
+	var c Cursor
+	if rev != nil {
+		c.Revision = *rev
+	}
 	if ver != nil {
 		c.VersionID = *ver
 	}
-	return c, nil
+	return c
 }
 
 // row is one row of the fetch.
 type row struct {
 	Change
-	first, head int64
-	end         bool
+	head int64 // the head when it was read (0 in a notification's events)
+	end  bool  // the transaction's last event
 }
 
 // catchUp applies the organization's transactions after its cursor until
@@ -211,71 +221,34 @@ func resyncIndex(reason error) int {
 	return 2
 }
 
+// The fetch, its columns all in text (timestamps in microseconds since
+// the epoch): sent unnamed, or prepared once per connection where no
+// transaction pooler can lose it (Watcher.prepared).
+const (
+	preparedFetch = "eventhub_fetch"
+	fetchSQL      = `SELECT revision, version_id::text, event_type, action, entity_id, correlation_id,
+		event_data::text, (extract(epoch FROM processed_timestamp) * 1000000)::bigint,
+		(extract(epoch FROM originated_timestamp) * 1000000)::bigint, transaction_end, head_revision
+		FROM eventhub.transactions_since($1, $2, $3, NULLIF($4, '')::uuid, $5)`
+)
+
 // fetchBatch reads one batch after FROM, whole before any of it is
 // applied.
 func (w *Watcher) fetchBatch(ctx context.Context, fetch *pgx.Conn, org string, from Cursor) ([]row, error) {
 	w.fetches.Add(1)
-	if w.prepared {
-		return w.fetchPrepared(ctx, fetch, org, from)
-	}
-	rows, err := fetch.Query(ctx, fetchSQL, org, from.Revision, w.cfg.BatchSize, from.VersionID, w.cfg.BatchBytes)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer rows.Close()
-	var batch []row
-	for rows.Next() {
-		var r row
-		var action, data string
-		if err := rows.Scan(&r.Revision, &r.VersionID, &r.Type, &action, &r.EntityID, &r.CorrelationID,
-			&data, &r.Processed, &r.Originated, &r.first, &r.end, &r.head); err != nil {
-			return nil, err
-		}
-		r.Action, r.Data = Action(action), []byte(data)
-		batch = append(batch, r)
-	}
-	return batch, wrap(rows.Err())
-}
-
-// The fetch as a statement prepared once per connection, where no
-// transaction pooler can lose it; its columns all in text (timestamps in
-// microseconds since the epoch).
-const (
-	preparedFetch    = "eventhub_fetch"
-	preparedFetchSQL = `SELECT revision, version_id::text, event_type, action, entity_id, correlation_id,
-		event_data::text, (extract(epoch FROM processed_timestamp) * 1000000)::bigint,
-		(extract(epoch FROM originated_timestamp) * 1000000)::bigint,
-		transaction_first_revision, transaction_end, head_revision
-		FROM eventhub.transactions_since($1, $2, $3, NULLIF($4, '')::uuid, $5)`
-)
-
-func (w *Watcher) fetchPrepared(ctx context.Context, fetch *pgx.Conn, org string, from Cursor) ([]row, error) {
 	params := [][]byte{[]byte(org), []byte(strconv.FormatInt(from.Revision, 10)),
 		[]byte(strconv.Itoa(w.cfg.BatchSize)), []byte(from.VersionID), []byte(strconv.Itoa(w.cfg.BatchBytes))}
-	rr := fetch.PgConn().ExecPrepared(ctx, preparedFetch, params, nil, nil)
+	var rr *pgconn.ResultReader
+	if w.prepared {
+		rr = fetch.PgConn().ExecPrepared(ctx, preparedFetch, params, nil, nil)
+	} else {
+		rr = fetch.PgConn().ExecParams(ctx, fetchSQL, params, nil, nil, nil)
+	}
 	var batch []row
 	bad := false
 	for rr.NextRow() {
-		v := rr.Values()
-		if len(v) != 12 {
-			bad = true
-			continue
-		}
-		var r row
-		var err [6]error
-		var processed, originated int64
-		r.Revision, err[0] = strconv.ParseInt(string(v[0]), 10, 64)
-		r.VersionID, r.Type, r.Action = string(v[1]), string(v[2]), Action(v[3])
-		r.EntityID, r.CorrelationID, r.Data = string(v[4]), string(v[5]), append([]byte(nil), v[6]...)
-		processed, err[1] = strconv.ParseInt(string(v[7]), 10, 64)
-		originated, err[2] = strconv.ParseInt(string(v[8]), 10, 64)
-		r.first, err[3] = strconv.ParseInt(string(v[9]), 10, 64)
-		r.end = string(v[10]) == "t"
-		r.head, err[4] = strconv.ParseInt(string(v[11]), 10, 64)
-		r.Processed, r.Originated = time.UnixMicro(processed), time.UnixMicro(originated)
-		for _, e := range err {
-			bad = bad || e != nil
-		}
+		r, ok := fetchedRow(rr.Values())
+		bad = bad || !ok
 		batch = append(batch, r)
 	}
 	if _, err := rr.Close(); err != nil {
@@ -285,6 +258,31 @@ func (w *Watcher) fetchPrepared(ctx context.Context, fetch *pgx.Conn, org string
 		return nil, errors.New("eventhub: the fetch returned a row it cannot read")
 	}
 	return batch, nil
+}
+
+// fetchedRow decodes one row of fetchSQL (text values, reused by pgconn
+// after the call: copied).
+func fetchedRow(v [][]byte) (row, bool) {
+	var r row
+	if len(v) != 11 {
+		return r, false
+	}
+	var errs [4]error
+	var processed, originated int64
+	r.Revision, errs[0] = strconv.ParseInt(string(v[0]), 10, 64)
+	r.VersionID, r.Type, r.Action = string(v[1]), string(v[2]), Action(v[3])
+	r.EntityID, r.CorrelationID, r.Data = string(v[4]), string(v[5]), append([]byte(nil), v[6]...)
+	processed, errs[1] = strconv.ParseInt(string(v[7]), 10, 64)
+	originated, errs[2] = strconv.ParseInt(string(v[8]), 10, 64)
+	r.end = string(v[9]) == "t"
+	r.head, errs[3] = strconv.ParseInt(string(v[10]), 10, 64)
+	r.Processed, r.Originated = time.UnixMicro(processed), time.UnixMicro(originated)
+	for _, e := range errs {
+		if e != nil {
+			return r, false
+		}
+	}
+	return r, true
 }
 
 // deliver hands one whole transaction to the handler, then moves the
@@ -347,13 +345,12 @@ func (w *Watcher) readSnapshot(ctx context.Context, fetch *pgx.Conn, org string)
 	}
 	defer tx.Rollback(context.Background()) // after an error; a no-op after Commit
 	snap := &Snapshot{Organization: org}
+	var rev int64
 	var ver *string
-	if err := tx.QueryRow(ctx, snapshotHeadSQL, org).Scan(&snap.Cursor.Revision, &ver); err != nil {
+	if err := tx.QueryRow(ctx, snapshotHeadSQL, org).Scan(&rev, &ver); err != nil {
 		return nil, wrap(err)
 	}
-	if ver != nil {
-		snap.Cursor.VersionID = *ver
-	}
+	snap.Cursor = cursorOf(&rev, ver)
 	var afterType, afterID *string // NULL: the first page
 	for {
 		rows, err := tx.Query(ctx, snapshotPageSQL, org, snap.Cursor.Revision, afterType, afterID,
@@ -388,7 +385,7 @@ func (w *Watcher) readSnapshot(ctx context.Context, fetch *pgx.Conn, org string)
 // reload asks the handler to reload the organization from its own source:
 // the head first, then the reload, then the cursor at that head.
 func (w *Watcher) reload(ctx context.Context, fetch *pgx.Conn, org string, reason error) error {
-	head, err := readHead(ctx, fetch, org)
+	head, err := Head(ctx, fetch, org)
 	if err != nil {
 		return err
 	}

@@ -132,7 +132,8 @@ func parseSealed(plain []byte) (*opened, error) {
 	count := int(r.u16())
 	for i := 0; i < count && !r.bad; i++ {
 		var w row
-		w.Revision, w.first = r.i64(), r.i64()
+		w.Revision = r.i64()
+		r.i64() // transaction_first_revision: the events end at a transaction's end
 		w.end = r.u8() == 1
 		w.VersionID = uuidText(r.bytes(16))
 		w.Processed, w.Originated = r.time(), r.time()

@@ -59,11 +59,12 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	if err := fetch.QueryRow(ctx, helloSQL).Scan(&standby, &sealed); err != nil {
 		return false, err
 	}
-	w.mu.Lock()
-	w.channel, w.keys, w.prepared = "eventhub", map[string]*sealKey{}, false
+	channel := "eventhub"
 	if sealed {
-		w.channel = "eventhub_events"
+		channel = "eventhub_events"
 	}
+	w.mu.Lock()
+	w.withKeys, w.keys, w.prepared = false, map[string]*sealKey{}, false
 	w.mu.Unlock()
 	if again {
 		w.reconnects.Add(1)
@@ -74,7 +75,7 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	// between goes unannounced.
 	var notes <-chan error
 	if !standby && w.cfg.Listen == ListenAuto {
-		listen, err := w.listen(ctx, fetch)
+		listen, err := w.listen(ctx, fetch, channel)
 		if err != nil {
 			return false, err
 		}
@@ -83,7 +84,7 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			notes = errc
 			go func() {
 				defer close(finished)
-				errc <- w.readNotifications(listen)
+				errc <- w.readNotifications(listen, channel)
 			}()
 			defer func() {
 				// Closing the socket ends the wait (a context per wait
@@ -98,6 +99,7 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	}
 	w.mu.Lock()
 	w.listening = notes != nil
+	w.withKeys = sealed && notes != nil // events come only to a listener
 	for _, s := range w.orgs {
 		s.dirty = true
 	}
@@ -124,16 +126,12 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			heartbeat.Reset(w.cfg.HeartbeatInterval)
 			continue
 		case <-poll.C:
-			if notes == nil && standby {
-				if err := fetch.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery()").Scan(&standby); err != nil {
-					return caughtUp, err
-				}
-				if !standby {
-					return caughtUp, errors.New("the standby was promoted: listening on a new session")
-				}
-			}
-			if err := w.poll(ctx, fetch); err != nil {
+			promoted, err := w.poll(ctx, fetch, standby)
+			if err != nil {
 				return caughtUp, err
+			}
+			if promoted {
+				return caughtUp, errors.New("the standby was promoted: listening on a new session")
 			}
 			poll.Reset(interval)
 		case <-w.wake:
@@ -143,7 +141,7 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 		w.pollNow = false
 		w.mu.Unlock()
 		if pollNow {
-			if err := w.poll(ctx, fetch); err != nil {
+			if _, err := w.poll(ctx, fetch, standby); err != nil {
 				return caughtUp, err
 			}
 		}
@@ -172,7 +170,7 @@ const helloSQL = `SELECT pg_catalog.pg_is_in_recovery(), COALESCE(
 // arrives. A transaction-pooling proxy hands the LISTEN's server
 // connection to others, and the notification never comes: then it
 // returns nil, and the session polls.
-func (w *Watcher) listen(ctx context.Context, fetch *pgx.Conn) (*pgx.Conn, error) {
+func (w *Watcher) listen(ctx context.Context, fetch *pgx.Conn, channel string) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, sameServer(w.conn, fetch))
 	if err != nil {
 		return nil, err
@@ -182,17 +180,13 @@ func (w *Watcher) listen(ctx context.Context, fetch *pgx.Conn) (*pgx.Conn, error
 		conn.Close(context.Background())
 		return nil, err
 	}
-	channel := "eventhub_probe_" + hex.EncodeToString(b[:])
-	ok, err := w.probe(ctx, conn, fetch, channel)
+	ok, err := w.probe(ctx, conn, fetch, "eventhub_probe_"+hex.EncodeToString(b[:]))
 	if err == nil && ok {
-		w.mu.Lock()
-		channel := w.channel
-		w.mu.Unlock()
 		_, err = conn.Exec(ctx, "LISTEN "+channel)
 	}
 	if err == nil && ok {
 		// Not behind a transaction pooler: the fetch may be prepared.
-		if _, err = fetch.PgConn().Prepare(ctx, preparedFetch, preparedFetchSQL, nil); err == nil {
+		if _, err = fetch.PgConn().Prepare(ctx, preparedFetch, fetchSQL, nil); err == nil {
 			w.prepared = true
 		}
 	}
@@ -267,15 +261,12 @@ func sameServer(config *pgx.ConnConfig, conn *pgx.Conn) *pgx.ConnConfig {
 // readNotifications reads the listening connection until it fails (the
 // session ends it by closing its socket), and marks the organizations its
 // notifications name.
-func (w *Watcher) readNotifications(conn *pgx.Conn) error {
+func (w *Watcher) readNotifications(conn *pgx.Conn, channel string) error {
 	for {
 		n, err := conn.WaitForNotification(context.Background())
 		if err != nil {
 			return err
 		}
-		w.mu.Lock()
-		channel := w.channel
-		w.mu.Unlock()
 		if n.Channel != channel {
 			continue
 		}
@@ -314,26 +305,28 @@ func (w *Watcher) readNotifications(conn *pgx.Conn) error {
 }
 
 // The heads and tokens of the organizations named, or (discovery) of
-// every organization the role may read. The token is NULL without read
-// privilege.
-// With the data keys where the watcher listens on eventhub_events
-// (keysSQL), and the notifier's pid.
+// every organization the role may read (the token is NULL without read
+// privilege); with the data keys and the notifier's pid where the watcher
+// listens on eventhub_events; and whether the server is a standby. An
+// organization that is not registered has no row in a discovery.
 const (
 	headsSQL = `SELECT c.org, s.revision, s.version_id::text,
 		CASE WHEN eventhub.has_organization_privilege(c.org, 'read') THEN eventhub.notification_token(c.org) END,
-		NULL::bytea, 0
+		NULL::bytea, 0, pg_catalog.pg_is_in_recovery()
 		FROM pg_catalog.unnest($1::text[]) AS c(org)
 		LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org`
-	headsKeysSQL = `SELECT c.org, s.revision, s.version_id::text, r.token, r.key, COALESCE(eventhub.notifier_pid(), 0)
+	headsKeysSQL = `SELECT c.org, s.revision, s.version_id::text, r.token, r.key, COALESCE(eventhub.notifier_pid(), 0),
+		pg_catalog.pg_is_in_recovery()
 		FROM pg_catalog.unnest($1::text[]) AS c(org)
 		LEFT JOIN eventhub.organization_states s ON s.organization_id = c.org
 		LEFT JOIN LATERAL (SELECT eventhub.notification_token(c.org), eventhub.notification_data_key(c.org)
 			WHERE eventhub.has_organization_privilege(c.org, 'read')) AS r(token, key) ON true`
 	discoverSQL = `SELECT s.organization_id, s.revision, s.version_id::text,
 		CASE WHEN eventhub.has_organization_privilege(s.organization_id, 'read')
-		THEN eventhub.notification_token(s.organization_id) END, NULL::bytea, 0
+		THEN eventhub.notification_token(s.organization_id) END, NULL::bytea, 0, pg_catalog.pg_is_in_recovery()
 		FROM eventhub.organization_states s`
-	discoverKeysSQL = `SELECT s.organization_id, s.revision, s.version_id::text, r.token, r.key, COALESCE(eventhub.notifier_pid(), 0)
+	discoverKeysSQL = `SELECT s.organization_id, s.revision, s.version_id::text, r.token, r.key, COALESCE(eventhub.notifier_pid(), 0),
+		pg_catalog.pg_is_in_recovery()
 		FROM eventhub.organization_states s
 		LEFT JOIN LATERAL (SELECT eventhub.notification_token(s.organization_id), eventhub.notification_data_key(s.organization_id)
 			WHERE eventhub.has_organization_privilege(s.organization_id, 'read')) AS r(token, key) ON true`
@@ -341,13 +334,13 @@ const (
 
 // poll reads the heads and tokens, and marks every organization whose head
 // differs from its cursor; an organization at its head is confirmed fresh.
-func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
+// It reports whether a server that was a standby is one no longer.
+func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn, standby bool) (promoted bool, err error) {
 	w.polls.Add(1)
 	sent := time.Now()
 	var rows pgx.Rows
-	var err error
 	w.mu.Lock()
-	keys := w.channel == "eventhub_events"
+	keys := w.withKeys
 	names := make([]string, 0, len(w.orgs))
 	for o := range w.orgs {
 		names = append(names, o)
@@ -364,7 +357,7 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 		rows, err = fetch.Query(ctx, headsSQL, names)
 	}
 	if err != nil {
-		return wrap(err)
+		return false, wrap(err)
 	}
 	type head struct {
 		org   string
@@ -375,16 +368,17 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 	}
 	var heads []head
 	var notifier int32
+	inRecovery := standby
 	for rows.Next() {
 		var h head
-		if err := rows.Scan(&h.org, &h.rev, &h.ver, &h.token, &h.key, &notifier); err != nil {
+		if err := rows.Scan(&h.org, &h.rev, &h.ver, &h.token, &h.key, &notifier, &inRecovery); err != nil {
 			rows.Close()
-			return err
+			return false, err
 		}
 		heads = append(heads, h)
 	}
 	if err := rows.Err(); err != nil {
-		return wrap(err)
+		return false, wrap(err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -411,14 +405,7 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 				w.keys[h.org] = k
 			}
 		}
-		hc := Cursor{}
-		if h.rev != nil {
-			hc.Revision = *h.rev
-		}
-		if h.ver != nil {
-			hc.VersionID = *h.ver
-		}
-		if !s.hasCursor || differs(s.cursor, hc) {
+		if hc := cursorOf(h.rev, h.ver); !s.hasCursor || differs(s.cursor, hc) {
 			s.dirty = true
 		} else if s.ready {
 			s.confirmed = sent
@@ -426,7 +413,7 @@ func (w *Watcher) poll(ctx context.Context, fetch *pgx.Conn) error {
 	}
 	w.tokens = tokens
 	w.discovery = true
-	return nil
+	return standby && !inRecovery, nil
 }
 
 // differs: the head is another revision, or the same revision above 0
@@ -462,7 +449,7 @@ func (w *Watcher) heartbeat(ctx context.Context, fetch *pgx.Conn, standby bool) 
 	if err != nil {
 		return err
 	}
-	_, err = fetch.Exec(ctx, `SELECT eventhub.heartbeat($1, $2::jsonb, NULL, 'go')`, w.cfg.Replica, string(data))
+	_, err = fetch.Exec(ctx, `SELECT eventhub.heartbeat($1, $2::jsonb)`, w.cfg.Replica, string(data))
 	if sqlstate(err) == "25006" {
 		return nil // a standby that the first query did not see as one
 	}
@@ -472,13 +459,5 @@ func (w *Watcher) heartbeat(ctx context.Context, fetch *pgx.Conn, standby bool) 
 func (w *Watcher) allReady() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cfg.All && !w.discovery {
-		return false
-	}
-	for _, s := range w.orgs {
-		if !s.ready {
-			return false
-		}
-	}
-	return true
+	return w.readyLocked()
 }

@@ -269,7 +269,7 @@ type Watcher struct {
 	discovery bool              // under All: a discovery answered
 	connected bool
 	listening bool
-	channel   string              // eventhub, or eventhub_events: its notifications may carry the events
+	withKeys  bool                // the session listens on eventhub_events: its notifications may carry events
 	keys      map[string]*sealKey // organization → data key, for eventhub_events
 	notifier  uint32              // the notifier's pid: only its events are believed
 	prepared  bool                // the fetch is prepared on this session's connection (Run's goroutine only)
@@ -441,17 +441,25 @@ func (w *Watcher) WaitForSync(ctx context.Context) error {
 	}
 }
 
-// checkSynced closes synced once every organization is ready; mu held.
-func (w *Watcher) checkSynced() {
+// readyLocked: every organization is ready (under All, a discovery
+// answered too); mu held.
+func (w *Watcher) readyLocked() bool {
 	if w.cfg.All && !w.discovery {
-		return
+		return false
 	}
 	for _, s := range w.orgs {
 		if !s.ready {
-			return
+			return false
 		}
 	}
-	w.once.Do(func() { close(w.synced) })
+	return true
+}
+
+// checkSynced closes synced once every organization is ready; mu held.
+func (w *Watcher) checkSynced() {
+	if w.readyLocked() {
+		w.once.Do(func() { close(w.synced) })
+	}
 }
 
 // Status returns every followed organization's status, by organization.

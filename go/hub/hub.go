@@ -186,15 +186,9 @@ func (h *Hub) Subscribe(organizationID string, eventChan chan<- []Event) error {
 	// The head now: what is published after Subscribe returns comes.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var head eventhub.Cursor
-	var version *string
-	err := h.pool.QueryRow(ctx, `SELECT revision, version_id::text FROM eventhub.organization_states
-		WHERE organization_id = $1`, organizationID).Scan(&head.Revision, &version)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	head, err := eventhub.Head(ctx, h.pool, organizationID)
+	if err != nil {
 		return err
-	}
-	if version != nil {
-		head.VersionID = *version
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
