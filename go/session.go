@@ -75,25 +75,11 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	// between goes unannounced.
 	var notes <-chan error
 	if !standby && w.cfg.Listen == ListenAuto {
-		listen, err := w.listen(ctx, fetch, channel)
-		if err != nil {
+		var stop func()
+		if notes, stop, err = w.startListening(ctx, fetch, channel); err != nil {
 			return false, err
 		}
-		if listen != nil {
-			errc, finished := make(chan error, 1), make(chan struct{})
-			notes = errc
-			go func() {
-				defer close(finished)
-				errc <- w.readNotifications(listen, channel)
-			}()
-			defer func() {
-				// Closing the socket ends the wait (a context per wait
-				// would cost pgconn a goroutine per notification).
-				listen.PgConn().Conn().Close()
-				<-finished // the goroutine ends before the session does
-				listen.Close(context.Background())
-			}()
-		}
+		defer stop()
 	} else if standby {
 		w.logf("eventhub: the server is a standby: polling every %v", w.cfg.FallbackPollInterval)
 	}
@@ -155,6 +141,28 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			w.mu.Unlock()
 		}
 	}
+}
+
+// startListening opens the listening connection (nil notes if
+// notifications do not reach it) and a goroutine that reads it; notes
+// gets the error that ends it, and stop ends it and waits for it.
+func (w *Watcher) startListening(ctx context.Context, fetch *pgx.Conn, channel string) (notes <-chan error, stop func(), err error) {
+	listen, err := w.listen(ctx, fetch, channel)
+	if err != nil || listen == nil {
+		return nil, func() {}, err
+	}
+	errc, finished := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		errc <- w.readNotifications(listen, channel)
+	}()
+	return errc, func() {
+		// Closing the socket ends the wait (a context per wait would cost
+		// pgconn a goroutine per notification).
+		listen.PgConn().Conn().Close()
+		<-finished // the goroutine ends before the session does
+		listen.Close(context.Background())
+	}, nil
 }
 
 // The first query: whether the server is a standby, and whether this role
