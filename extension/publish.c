@@ -1,6 +1,7 @@
 /*
  * publish.c
- *	  eventhub.publish_event() and eventhub.register_organization().
+ *	  eventhub.publish_event(), eventhub.publish_event_result() (the same,
+ *	  and whether it was a replay) and eventhub.register_organization().
  *
  * Ordering: a publisher advances its organization's organization_states row
  * with one UPDATE ... SET revision = revision + 1, which takes the row's lock
@@ -34,6 +35,7 @@
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -42,6 +44,7 @@
 #include "eventhub.h"
 
 PG_FUNCTION_INFO_V1(publish_event);
+PG_FUNCTION_INFO_V1(publish_event_result);
 PG_FUNCTION_INFO_V1(register_organization);
 
 StaticAssertDecl(sizeof(uuid_t) == UUID_LEN, "libuuid and PostgreSQL disagree on the size of a UUID");
@@ -115,6 +118,7 @@ typedef struct PublishArgs
 	pg_uuid_t	version;		/* the organization's version after it */
 	int64		first_revision; /* of the transaction in the organization, or 0 */
 	int64		revision;		/* out: the event's revision */
+	bool		replayed;		/* out: of an event committed before */
 } PublishArgs;
 
 /*
@@ -437,11 +441,11 @@ Published(const PublishArgs *a, int64 revision)
 
 /*
  * Appends the event and returns its revision, or returns the original
- * revision of a replayed correlation id.  The caller has connected to SPI
- * and allowed writes.
+ * revision of a replayed correlation id and sets *replayed.  The caller has
+ * connected to SPI and allowed writes.
  */
 static int64
-Publish(const PublishArgs *a)
+Publish(const PublishArgs *a, bool *replayed)
 {
 	Oid			argtypes[9] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
 	INT8OID};
@@ -449,7 +453,6 @@ Publish(const PublishArgs *a)
 	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int64		revision;
 	bool		isnull;
-	bool		replayed;
 	HeapTuple	row;
 	TupleDesc	desc;
 	int			ret;
@@ -475,10 +478,11 @@ Publish(const PublishArgs *a)
 							   values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
+		*replayed = false;
 		if (SPI_processed == 1)
 			revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		else
-			revision = PublishFirst(a, &replayed);
+			revision = PublishFirst(a, replayed);
 		Published(a, revision);
 		return revision;
 	}
@@ -502,9 +506,11 @@ Publish(const PublishArgs *a)
 	{
 		if (!DatumGetBool(SPI_getbinval(row, desc, 2, &isnull)))
 			CorrelationConflict(a, revision);
+		*replayed = true;
 		return revision;
 	}
 	/* Inserted. */
+	*replayed = false;
 	revision = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
 	if (!isnull)
 	{
@@ -515,13 +521,14 @@ Publish(const PublishArgs *a)
 	if (isnull)
 	{
 		/* A new organization. */
-		revision = PublishFirst(a, &replayed);
-		if (!replayed)
+		revision = PublishFirst(a, replayed);
+		if (!*replayed)
 			Published(a, revision);
 		return revision;
 	}
 
 	/* Advanced, but the correlation id was committed concurrently. */
+	*replayed = true;
 	return GiveBack(a, revision);
 }
 
@@ -534,8 +541,60 @@ PublishWork(void *arg)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	a->first_revision = EventhubTransactionFirstRevision(a->org);
-	a->revision = Publish(a);
+	a->revision = Publish(a, &a->replayed);
 	SPI_finish();
+}
+
+/*
+ * Checks the arguments of publish_event and publish_event_result (the same)
+ * and the caller's privilege, and publishes into *a.
+ */
+static void
+PublishFromArgs(FunctionCallInfo fcinfo, PublishArgs *a)
+{
+	EventhubRequireCurrentSchema();
+	a->org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
+	a->event_type = EventhubRequiredTextArg(fcinfo, 1, "event_type", 0);
+	a->action = RequiredActionArg(fcinfo, 2);
+	a->entity = EventhubRequiredTextArg(fcinfo, 3, "entity_id", 0);
+	NewUuid(&a->version);
+	a->correlation_given = !PG_ARGISNULL(4);
+	if (a->correlation_given)
+		a->correlation = EventhubRequiredTextArg(fcinfo, 4, "correlation_id", EVENTHUB_MAX_ID_BYTES);
+	else
+	{
+		/*
+		 * Without one, the correlation id is the event's version id: random,
+		 * so new, and one UUID less to generate.
+		 */
+		char		buf[UUID_STR_LEN];
+
+		uuid_unparse_lower(a->version.data, buf);
+		a->correlation = CStringGetTextDatum(buf);
+	}
+
+	if (PG_ARGISNULL(5))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("event_data must not be null"),
+				 errhint("Pass '{}'::jsonb or 'null'::jsonb for an event without data.")));
+	a->data = PG_GETARG_DATUM(5);
+
+	if (PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("originated_timestamp must not be null"),
+				 errhint("Leave the argument out to use the transaction's start time.")));
+	a->originated = PG_GETARG_TIMESTAMPTZ(6);
+	if (TIMESTAMP_NOT_FINITE(a->originated))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("originated_timestamp must be finite")));
+
+	/* Before anything is looked up: a replay must not reveal an event. */
+	EventhubCheckOrgPrivilege(a->org, EVENTHUB_PRIV_PUBLISH);
+
+	EventhubAsOwner(PublishWork, a);
 }
 
 /*
@@ -550,50 +609,34 @@ publish_event(PG_FUNCTION_ARGS)
 {
 	PublishArgs a;
 
-	EventhubRequireCurrentSchema();
-	a.org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
-	a.event_type = EventhubRequiredTextArg(fcinfo, 1, "event_type", 0);
-	a.action = RequiredActionArg(fcinfo, 2);
-	a.entity = EventhubRequiredTextArg(fcinfo, 3, "entity_id", 0);
-	NewUuid(&a.version);
-	a.correlation_given = !PG_ARGISNULL(4);
-	if (a.correlation_given)
-		a.correlation = EventhubRequiredTextArg(fcinfo, 4, "correlation_id", EVENTHUB_MAX_ID_BYTES);
-	else
-	{
-		/*
-		 * Without one, the correlation id is the event's version id: random,
-		 * so new, and one UUID less to generate.
-		 */
-		char		buf[UUID_STR_LEN];
-
-		uuid_unparse_lower(a.version.data, buf);
-		a.correlation = CStringGetTextDatum(buf);
-	}
-
-	if (PG_ARGISNULL(5))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("event_data must not be null"),
-				 errhint("Pass '{}'::jsonb or 'null'::jsonb for an event without data.")));
-	a.data = PG_GETARG_DATUM(5);
-
-	if (PG_ARGISNULL(6))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("originated_timestamp must not be null"),
-				 errhint("Leave the argument out to use the transaction's start time.")));
-	a.originated = PG_GETARG_TIMESTAMPTZ(6);
-	if (TIMESTAMP_NOT_FINITE(a.originated))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("originated_timestamp must be finite")));
-
-	/* Before anything is looked up: a replay must not reveal an event. */
-	EventhubCheckOrgPrivilege(a.org, EVENTHUB_PRIV_PUBLISH);
-
-	EventhubAsOwner(PublishWork, &a);
+	PublishFromArgs(fcinfo, &a);
 	PG_RETURN_INT64(a.revision);
+}
+
+/*
+ * publish_event_result(the arguments of publish_event,
+ *						OUT revision bigint, OUT replayed boolean)
+ *
+ * publish_event, and whether the correlation id was a replay: a client
+ * that retried a publish whose commit it did not see learns that the first
+ * attempt committed.
+ */
+Datum
+publish_event_result(PG_FUNCTION_ARGS)
+{
+	PublishArgs a;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("publish_event_result must be called where a record is accepted")));
+	PublishFromArgs(fcinfo, &a);
+	values[0] = Int64GetDatum(a.revision);
+	values[1] = BoolGetDatum(a.replayed);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
 typedef struct RegisterArgs

@@ -54,10 +54,14 @@ type Published struct {
 	// Revision is the event's revision in its organization: the next
 	// gapless one, or, for a repeated correlation id, the first event's.
 	Revision int64
+	// Replayed is true when the correlation id was already committed with
+	// the same content: nothing was published, Revision is the first
+	// event's. A retry after a commit whose answer was lost says so.
+	Replayed bool
 }
 
 // publishSQL is one statement, prepared by pgx once per connection.
-const publishSQL = `SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb, coalesce($7::timestamptz, pg_catalog.now()))`
+const publishSQL = `SELECT revision, replayed FROM eventhub.publish_event_result($1, $2, $3, $4, $5, $6::jsonb, coalesce($7::timestamptz, pg_catalog.now()))`
 
 // Publish appends ev to its organization's history in q's transaction: the
 // event gets the organization's next gapless revision and rotates its
@@ -77,7 +81,7 @@ func Publish(ctx context.Context, q Querier, ev Event) (Published, error) {
 	}
 	var p Published
 	err = q.QueryRow(ctx, publishSQL, ev.Organization, ev.Type, string(ev.Action), ev.EntityID,
-		correlation, data, originated).Scan(&p.Revision)
+		correlation, data, originated).Scan(&p.Revision, &p.Replayed)
 	if err != nil {
 		return Published{}, wrap(err)
 	}

@@ -1,6 +1,7 @@
 -- eventhub 0.4.0 -> 0.5.0.  Run by ALTER EXTENSION eventhub UPDATE.
 --
--- New: eventhub.metrics(), the metrics operators alert on in Prometheus'
+-- New: eventhub.publish_event_result() (publish_event, and whether it was a
+-- replay), eventhub.metrics(), the metrics operators alert on in Prometheus'
 -- data model, and what keeps it cheap: replica_progress.head_revision with
 -- the partial index of the rows behind, and eventhub.config_splits.  A
 -- database updated from 0.4.0 (or, through it, from any earlier release)
@@ -117,6 +118,42 @@ BEGIN
 END
 $$;
 
+-- publish_event, and whether the call was a replay of a committed event.
+CREATE FUNCTION eventhub.publish_event_result(
+    organization_id      text,
+    event_type           text,
+    action               text,
+    entity_id            text,
+    correlation_id       text,
+    event_data           jsonb,
+    originated_timestamp timestamptz DEFAULT pg_catalog.now(),
+    OUT revision         bigint,
+    OUT replayed         boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'publish_event_result'
+LANGUAGE C VOLATILE;
+-- As publish_event: no SET search_path, every name qualified (publish.c).
+
+COMMENT ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) IS
+'publish_event, returning the revision and whether the call was a replay: true when the correlation_id was already committed with identical content (nothing changed, the revision is the original event''s). A client that retries a publish whose commit it did not see learns that the first attempt committed.';
+
+REVOKE ALL ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) FROM PUBLIC;
+
+-- A role that may publish may call it as well.
+DO $$
+DECLARE
+    r regrole;
+BEGIN
+    FOR r IN
+        SELECT a.oid::regrole FROM pg_catalog.pg_roles a
+         WHERE NOT a.rolsuper
+           AND pg_catalog.has_function_privilege(a.oid, 'eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) TO %s', r);
+    END LOOP;
+END
+$$;
+
 -- PostgreSQL records every GRANT an extension script runs as the object's
 -- initial privileges, which pg_dump leaves out: those grants would not
 -- survive a dump.  The initial privileges become a fresh installation's
@@ -125,7 +162,8 @@ UPDATE pg_catalog.pg_init_privs i
    SET initprivs = ARRAY[pg_catalog.makeaclitem(p.proowner, p.proowner, 'EXECUTE', false)]
   FROM pg_catalog.pg_proc p
  WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY['eventhub.notification_data_key(text)',
-                                               'eventhub.notifier_pid()']::pg_catalog.regprocedure[])
+                                               'eventhub.notifier_pid()',
+                                               'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)']::pg_catalog.regprocedure[])
    AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
    AND i.objoid OPERATOR(pg_catalog.=) p.oid
    AND i.objsubid OPERATOR(pg_catalog.=) 0

@@ -118,6 +118,24 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz) IS
 'Appends an event inside the caller''s transaction: assigns the organization''s next revision, rotates its version id and returns the revision. A repeated correlation_id with identical content returns the original revision and changes nothing.';
 
+CREATE FUNCTION eventhub.publish_event_result(
+    organization_id      text,
+    event_type           text,
+    action               text,
+    entity_id            text,
+    correlation_id       text,
+    event_data           jsonb,
+    originated_timestamp timestamptz DEFAULT pg_catalog.now(),
+    OUT revision         bigint,
+    OUT replayed         boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'publish_event_result'
+LANGUAGE C VOLATILE;
+-- As publish_event: no SET search_path, every name qualified (publish.c).
+
+COMMENT ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) IS
+'publish_event, returning the revision and whether the call was a replay: true when the correlation_id was already committed with identical content (nothing changed, the revision is the original event''s). A client that retries a publish whose commit it did not see learns that the first attempt committed.';
+
 --
 -- Reading
 --

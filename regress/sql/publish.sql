@@ -70,6 +70,16 @@ CREATE TEMP TABLE before AS
 -- nothing, whatever originated_timestamp says.
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
 SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'api-1', 'c-4', '{"v": 2, "name": "weather"}', '1999-01-01');
+-- publish_event_result says it was a replay; a new event is not one, and
+-- the replay of an event of this very transaction is.
+SELECT * FROM eventhub.publish_event_result('acme', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 2}');
+BEGIN;
+SELECT * FROM eventhub.publish_event_result('acme', 'API', 'UPDATE', 'api-1', 'c-4b', '{"v": 4}');
+SELECT * FROM eventhub.publish_event_result('acme', 'API', 'UPDATE', 'api-1', 'c-4b', '{"v": 4}');
+SELECT * FROM eventhub.publish_event_result('acme', 'API', 'UPDATE', 'api-1', NULL, '{"v": 4}');
+ROLLBACK;
+SELECT eventhub.publish_event_result('acme', 'API', 'UPDATE', 'api-1', 'c-4', '{"name": "weather", "v": 3}');
+\echo :LAST_ERROR_SQLSTATE
 SELECT (SELECT count(*) FROM eventhub.events) = b.events AS no_new_event,
        s.revision = b.revision AS same_revision,
        s.version_id = b.version_id AS same_version,

@@ -35,7 +35,7 @@ SELECT c.oid::regclass AS public_relation
  WHERE c.relnamespace = 'eventhub'::regnamespace AND c.relkind IN ('r', 'v')
    AND EXISTS (SELECT FROM aclexplode(c.relacl) a WHERE a.grantee = 0);
 
--- Every function that runs SQL pins its search_path, except publish_event
+-- Every function that runs SQL pins its search_path, except publish_event(_result)
 -- and events_since, whose queries qualify every name (see security.sql); the
 -- ones that write are SECURITY DEFINER.
 SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer,

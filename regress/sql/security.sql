@@ -12,6 +12,7 @@ CREATE ROLE regress_eh_nobody;
 GRANT USAGE ON SCHEMA eventhub TO regress_eh_publisher;
 GRANT EXECUTE ON FUNCTION
     eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz),
+    eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz),
     eventhub.register_organization(text),
     eventhub.declare_full_state(text, bigint)
   TO regress_eh_publisher;
