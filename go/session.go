@@ -239,8 +239,15 @@ func (w *Watcher) probe(ctx context.Context, conn, fetch *pgx.Conn, channel stri
 // conn reached: with several hosts, the listening connection must be
 // where the fetching one is.
 func sameServer(config *pgx.ConnConfig, conn *pgx.Conn) *pgx.ConnConfig {
+	return sameServerAddr(config, conn.PgConn().Conn().RemoteAddr())
+}
+
+// sameServerAddr is config narrowed to the host at addr. Over TCP every
+// attempt config makes at that host is kept, in its order: with sslmode
+// prefer (the default) there are two, with TLS and without, and the
+// server may refuse TLS.
+func sameServerAddr(config *pgx.ConnConfig, addr net.Addr) *pgx.ConnConfig {
 	c := config.Copy()
-	addr := conn.PgConn().Conn().RemoteAddr()
 	switch a := addr.(type) {
 	case *net.UnixAddr:
 		// /dir/.s.PGSQL.5432
@@ -250,20 +257,31 @@ func sameServer(config *pgx.ConnConfig, conn *pgx.Conn) *pgx.ConnConfig {
 			c.Fallbacks = nil
 		}
 	case *net.TCPAddr:
+		var same []*pgconn.FallbackConfig
 		for _, f := range append([]*pgconn.FallbackConfig{{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig}}, c.Fallbacks...) {
-			if int(f.Port) == a.Port {
-				if ips, err := net.LookupIP(f.Host); err == nil {
-					for _, ip := range ips {
-						if ip.Equal(a.IP) {
-							c.Host, c.TLSConfig, c.Fallbacks = f.Host, f.TLSConfig, nil
-							return c
-						}
-					}
-				}
+			if int(f.Port) == a.Port && resolvesTo(f.Host, a.IP) {
+				same = append(same, f)
 			}
+		}
+		if len(same) > 0 {
+			c.Host, c.Port, c.TLSConfig, c.Fallbacks = same[0].Host, same[0].Port, same[0].TLSConfig, same[1:]
 		}
 	}
 	return c
+}
+
+// resolvesTo reports whether host is ip or a name for it.
+func resolvesTo(host string, ip net.IP) bool {
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false
+	}
+	for _, i := range ips {
+		if i.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // readNotifications reads the listening connection until it fails (the
