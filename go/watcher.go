@@ -563,7 +563,7 @@ func (w *Watcher) runSessions(ctx context.Context) error {
 		if caughtUp {
 			backoff = w.cfg.ReconnectMin
 		}
-		w.logf("eventhub: %v; a new session in %v", err, backoff)
+		w.logf("eventhub: %v; reconnecting in %v", err, backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:

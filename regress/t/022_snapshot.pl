@@ -57,8 +57,7 @@ note("reference consumers skipped: $ref_skip") if $ref_skip;
 my $go_build;
 unless ($ref_skip)
 {
-	local @ENV{qw(GO111MODULE GOPATH GOCACHE GOFLAGS)} = ('off', '/usr/share/gocode', "$dir/gocache", '');
-	$go_build = start_process([ 'sh', '-c', "cd '$work/examples/go' && exec go build -o '$dir/consumer-go' ." ]);
+	$go_build = start_process(go_example_build($dir));
 }
 my %command = (go => ["$dir/consumer-go"], python => [ '/usr/bin/python3', "$work/examples/python/consumer.py" ]);
 

@@ -153,12 +153,10 @@ sub workers_on_leader_only
 }
 workers_on_leader_only('start');
 
-# Build the Go consumer offline (as 013 does), its cache shared with 013's.
+# Build the Go consumer offline (as 013 does).
 {
-	local @ENV{qw(GO111MODULE GOPATH GOCACHE GOFLAGS)} = ('off', '/usr/share/gocode', "$work/gocache", '');
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'go', 'build', '-o', "$dir/consumer-go", '.' ], '>', \$out, '2>', \$err,
-		init => sub { chdir "$work/examples/go" or die $! }, IPC::Run::timeout($backstop))
+	IPC::Run::run(go_example_build($dir), '>', \$out, '2>', \$err, IPC::Run::timeout($backstop))
 	  or BAIL_OUT("the Go consumer does not build: $err");
 }
 

@@ -28,6 +28,7 @@ our @EXPORT = qw(
   worker_pid wait_for_worker run_maintenance wait_for_maintenance reload_settings
   role_bundles bundle_sql grant_bundle
   start_pgbench_publishers fold_watch_lines map_digest app_map app_digest
+  go_example_build
 );
 
 # The staged tree (scripts/test.sh sets EVENTHUB_WORK), the CLI, libeventhub's
@@ -177,6 +178,18 @@ sub start_process
 		'<', \$c->{in}, '>', \$c->{out}, '2>', \$c->{err},
 		IPC::Run::timeout(2 * $PostgreSQL::Test::Utils::timeout_default));
 	return $c;
+}
+
+# go_example_build(DIR): the command that builds the Go example consumer
+# (examples/go, on the package in go/) into DIR/consumer-go, offline, in
+# GOPATH mode: Debian's pgx v4 under /usr/share/gocode, the package linked
+# under DIR/gopath.  Run it with IPC::Run::run or start_process.
+sub go_example_build
+{
+	my ($dir) = @_;
+	my $pkg = "$dir/gopath/src/github.com/eventhub/eventhub";
+	return [ 'sh', '-c', "mkdir -p '$pkg' && ln -sfn '$work/go' '$pkg/go' && cd '$work/examples/go'"
+		  . " && GO111MODULE=off GOPATH='$dir/gopath:/usr/share/gocode' GOCACHE='$work/gocache' GOFLAGS= exec go build -o '$dir/consumer-go' ." ];
 }
 
 # start_cli(ARGS..., {opts}?): start_process of the CLI.
