@@ -8,7 +8,7 @@
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the numbers of the measurements to run (1-13, separated by
+#   BENCH_ONLY   the numbers of the measurements to run (1-14, separated by
 #                spaces or commas); default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
 #                "1 4 8 16 64")
@@ -49,7 +49,7 @@ if [ "${1:-}" != "--inner" ]; then
 	esac
 	only=${BENCH_ONLY:-}
 	case $only in *[!0-9,\ ]*)
-		echo "bench: BENCH_ONLY must list measurement numbers (1-13), not '$only'" >&2
+		echo "bench: BENCH_ONLY must list measurement numbers (1-14), not '$only'" >&2
 		exit 2
 		;;
 	esac
@@ -72,11 +72,14 @@ if [ "${1:-}" != "--inner" ]; then
 	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo/bench/eh_bench.c" "${libs[@]}"
 	# The CLI that item 11 runs: this tree's if built, else the installed one.
 	if [ -x "$repo/client/eventhub" ]; then cp "$repo/client/eventhub" "$work/"; else cp "$(command -v eventhub)" "$work/"; fi
-	# Item 13's Go watcher, built offline in GOPATH mode (Debian's pgx).
+	# Items 13's and 14's Go watcher and publisher, built offline in GOPATH
+	# mode (Debian's pgx).
 	mkdir -p "$work/gopath/src/github.com/eventhub/eventhub"
 	ln -s "$repo/go" "$work/gopath/src/github.com/eventhub/eventhub/go"
 	GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS= \
 		go build -o "$work/gowatch" "$repo/bench/gowatch/main.go"
+	GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS= \
+		go build -o "$work/gopublish" "$repo/bench/gopublish/main.go"
 	rm -rf "$work/gopath" "$work/gocache"
 	source "$repo/scripts/cluster.sh"
 	hand_over "$work"
@@ -310,6 +313,10 @@ echo "WITH adv AS (UPDATE eventhub.organization_states s SET revision = s.revisi
 	"INSERT INTO eventhub.events SELECT 'bench-' || :client_id, adv.revision, adv.version_id, adv.updated_at, now()," \
 	"'API', 'UPDATE', 'weather-api', adv.version_id::text, '$data' FROM adv;" >"$work/floor_own.sql"
 echo "SELECT pgq.insert_event('bench', 'API', '$data');" >"$work/pgq.sql"
+# Item 14: what the Go package's Publish sends, as pgbench sends it.
+echo "SELECT revision, replayed FROM eventhub.publish_event_result('gopub-' || :client_id, 'API', 'UPDATE', 'weather-api', NULL," \
+	"'$data'::jsonb, coalesce(NULL::timestamptz, pg_catalog.now()));" >"$work/gopub_result.sql"
+echo "SELECT eventhub.publish_event('gopub-' || :client_id, 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/gopub_event.sql"
 for o in lat-org poll-org; do
 	echo "SELECT eventhub.publish_event('$o', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_$o.sql"
 done
@@ -331,7 +338,7 @@ row "0. notification mode (eventhub.notification_mode())" "$mode"
 
 # ------------------------------------------- 1. publish vs bare INSERT and PgQ
 if want 1; then
-	say "1/13 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	say "1/14 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 	json1=()
 	for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 		read -r c v fsync <<<"$point"
@@ -396,7 +403,7 @@ sub_run() {
 
 # ---------------------------------------- 2. publish-to-callback latency
 if want 2; then
-	say "2/13 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+	say "2/14 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
 	json2=()
 	for n in $LAT_SUBS; do
 		sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"
@@ -438,7 +445,7 @@ conns_point() {
 	CONSUMED=$((CONSUMED + $(kv "$1.out" notifications)))
 }
 if want 3; then
-	say "3/13 publish throughput with 0 and $LISTENERS listening or idle connections ($ROUNDS interleaved rounds)"
+	say "3/14 publish throughput with 0 and $LISTENERS listening or idle connections ($ROUNDS interleaved rounds)"
 	without=() with=() idle=() r_with=() r_idle=() CONSUMED=0
 	for ((r = 0; r < ROUNDS; r++)); do
 		# Which goes first alternates: a later point runs on a larger table.
@@ -495,7 +502,7 @@ EOF
 # --------------------------------------------------- 4. catch-up and reads
 if want 4; then
 	small=$((CATCHUP / 10))
-	say "4/13 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+	say "4/14 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
 	load_backlog catchup-big "$CATCHUP" '0 s'
 	load_backlog catchup-small "$small" '0 s'
 	q -c "VACUUM ANALYZE eventhub.events" >/dev/null
@@ -538,7 +545,7 @@ fi
 # NEW_ORGS organizations; then, after ANALYZE, a fresh session creates as
 # many more.  A plan kept from the small table must not slow the first.
 if want 5; then
-	say "5/13 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+	say "5/14 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
 	tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
 	q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
 	tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
@@ -589,7 +596,7 @@ pin_restore() {
 # the worker runs on a CPU of its own for both windows (pin_apart).
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 pinned=${5:-} logdir="$out/retlogs-$1" skip line t_base t_reload t_done deleted xacts secs rps b99 c99 pr ppid wpid
-	say "6/13 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/14 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -670,7 +677,7 @@ if want 6; then
 	if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 		retention_point fsync_on_pinned "defaults, fsync on, worker on a CPU of its own" 10000 -1 pinned
 	else
-		say "6/13 skipping the pinned retention point: it needs taskset and 2 CPUs"
+		say "6/14 skipping the pinned retention point: it needs taskset and 2 CPUs"
 	fi
 	reload_conf "ALTER SYSTEM RESET fsync"
 	reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"
@@ -678,7 +685,7 @@ fi
 
 # ----------------------------------------------------- 7. poll fallback
 if want 7; then
-	say "7/13 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+	say "7/14 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
 	json6=()
 	for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
 		read -r poll rate t <<<"$spec"
@@ -706,7 +713,7 @@ entity_index_off() {
 	q -c "SET client_min_messages = warning" -c "DROP INDEX IF EXISTS eventhub.events_entity_idx" -c CHECKPOINT >/dev/null || fail "dropping events_entity_idx failed"
 }
 if want 8; then
-	say "8/13 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
+	say "8/14 publish throughput with and without events_entity_idx, the publish-time cost of compaction ($COMPACTION_ROUNDS rounds of ${T_TPS} s per point)"
 	printf '%s\n' "\\set e random(1, 100000)" \
 		"SELECT eventhub.publish_event('bench-' || :client_id, 'API', 'UPDATE', 'api-' || :e, NULL, '$data');" \
 		>"$work/publish_many.sql"
@@ -769,7 +776,7 @@ snap_build() {
 	done | PGDATABASE=snapshots q >/dev/null
 }
 if want 9; then
-	say "9/13 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+	say "9/14 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
 	# Retention of 1 s with compaction on, in force before the build, so that
 	# the worker's pass at this reload (over the postgres database) overlaps
 	# the build and not the measurements.  Two events of one entity there
@@ -974,7 +981,7 @@ scrape_ratio() {
 	}' "$1"
 }
 if want 10; then
-	say "10/13 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
+	say "10/14 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
 	q -c "CREATE DATABASE metrics" >/dev/null || fail "creating database metrics failed"
 	PGDATABASE=metrics q >/dev/null <<EOF || fail "setting up the metrics data set failed"
 CREATE EXTENSION eventhub;
@@ -1116,7 +1123,7 @@ fan_setup() {
 	echo "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'weather-api', NULL, '$data');" >"$work/publish_fan-org.sql"
 }
 if want 11; then
-	say "11/13 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
+	say "11/14 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events"
 	fan_setup
 	json11=()
 	k=0
@@ -1155,7 +1162,7 @@ fi
 # alternating which goes first, notifications carrying their events (the
 # default: both deliver them without a fetch).
 if want 13; then
-	say "13/13 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
+	say "13/14 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
 	fan_setup
 	json13=()
 	k=0
@@ -1178,6 +1185,38 @@ if want 13; then
 			"$(calc "${GP99[go]} / ${GP99[cli]}"); $(calc "${GCPU[go]} / ${GCPU[cli]}")" "$tgt" "$ver"
 	done
 	jadd go_fan_out "[$(IFS=,; echo "${json13[*]}")]"
+fi
+
+# ------------------------------------------- 14. Go publish against pgbench
+# Publish throughput at 1 and 8 clients, each to an organization of its own:
+# bench/gopublish (the Go package's Publish on one pgx connection per
+# client, in a process of its own) against pgbench -M prepared sending the
+# same statement (publish_event_result, what Publish calls), and pgbench
+# with publish_event (what the result form costs).  ROUNDS interleaved
+# rounds of T_TPS seconds; medians.
+if want 14; then
+	say "14/14 Go publish throughput against pgbench ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+	json14=()
+	for c in 1 8; do
+		gos=() ev= res=
+		for ((r = 0; r < ROUNDS; r++)); do
+			tps_point "$out/gopub_${c}_event_$r.log" -c "$c" -j "$(pgjobs "$c")" -T "$T_TPS" -f "$work/gopub_event.sql"
+			tps_point "$out/gopub_${c}_result_$r.log" -c "$c" -j "$(pgjobs "$c")" -T "$T_TPS" -f "$work/gopub_result.sql"
+			"$work/gopublish" -conninfo "application_name=gopublish" -clients "$c" -seconds "$T_TPS" -prefix gopub- -data "$data" \
+				>"$out/gopub_${c}_go_$r.log" 2>&1 || fail "gopublish failed: $(tail -5 "$out/gopub_${c}_go_$r.log")"
+			gos+=("$(kv "$out/gopub_${c}_go_$r.log" tps)")
+			ev+=" $(tps_of "$out/gopub_${c}_event_$r.log")"
+			res+=" $(tps_of "$out/gopub_${c}_result_$r.log")"
+		done
+		# shellcheck disable=SC2086
+		t_ev=$(median $ev) t_res=$(median $res) t_go=$(median "${gos[@]}")
+		label="$c $(plural "$c" client), organization per client"
+		ratio_row "14. Go Publish/pgbench, the same statement, $label" "$t_go" "$t_res" 0.9
+		r_go=$RATIO
+		ratio_row "14. publish_event_result/publish_event (pgbench), $label" "$t_res" "$t_ev"
+		json14+=("{\"clients\": $c, \"go_tps\": $t_go, \"pgbench_result_tps\": $t_res, \"pgbench_event_tps\": $t_ev, \"go_ratio\": $r_go, \"result_ratio\": $RATIO}")
+	done
+	jadd go_publish "[$(IFS=,; echo "${json14[*]}")]"
 fi
 
 # ------------------------------------------- 12. the cost of a long history
@@ -1217,7 +1256,7 @@ CHECKPOINT;
 EOF
 }
 if want 12; then
-	say "12/13 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
+	say "12/14 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
 	q -c "CREATE DATABASE history" >/dev/null || fail "creating database history failed"
 	PGDATABASE=history q >/dev/null <<EOF || fail "setting up database history failed"
 CREATE EXTENSION eventhub;
