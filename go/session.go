@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgconn"
@@ -73,45 +74,38 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 
 	// Listen before the first catch-up, so that nothing published in
 	// between goes unannounced.
-	var notes <-chan error
+	var lis *listener
 	if !standby && w.cfg.Listen == ListenAuto {
-		var stop func()
-		if notes, stop, err = w.startListening(ctx, fetch, channel); err != nil {
+		if lis, err = w.startListening(ctx, fetch, channel); err != nil {
 			return false, err
 		}
-		defer stop()
+		if lis != nil {
+			defer lis.stop()
+		}
 	} else if standby {
 		w.logf("eventhub: the server is a standby: polling every %v", w.cfg.FallbackPollInterval)
 	}
 	w.mu.Lock()
-	w.listening = notes != nil
-	w.withKeys = sealed && notes != nil // events come only to a listener
+	w.listening = lis != nil
+	w.withKeys = sealed && lis != nil // events come only to a listener
 	for _, s := range w.orgs {
 		s.dirty = true
 	}
 	w.mu.Unlock()
 
 	interval := w.cfg.PollInterval
-	if notes == nil {
+	if lis == nil {
 		interval = w.cfg.FallbackPollInterval
 	}
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	heartbeat := time.NewTimer(0)
-	defer heartbeat.Stop()
+	nextPoll, nextBeat := time.Now(), time.Now()
 	for {
-		select {
-		case <-ctx.Done():
-			return caughtUp, ctx.Err()
-		case err := <-notes:
-			return caughtUp, fmt.Errorf("listening: %w", err)
-		case <-heartbeat.C:
+		if now := time.Now(); !now.Before(nextBeat) {
 			if err := w.heartbeat(ctx, fetch, standby); err != nil {
 				return caughtUp, err
 			}
-			heartbeat.Reset(w.cfg.HeartbeatInterval)
+			nextBeat = time.Now().Add(w.cfg.HeartbeatInterval)
 			continue
-		case <-poll.C:
+		} else if !now.Before(nextPoll) {
 			promoted, err := w.poll(ctx, fetch, standby)
 			if err != nil {
 				return caughtUp, err
@@ -119,8 +113,9 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			if promoted {
 				return caughtUp, errors.New("the standby was promoted: listening on a new session")
 			}
-			poll.Reset(interval)
-		case <-w.wake:
+			nextPoll = time.Now().Add(interval)
+		} else if err := w.waitForWork(ctx, lis, earliest(nextPoll, nextBeat)); err != nil {
+			return caughtUp, err
 		}
 		w.mu.Lock()
 		pollNow := w.pollNow
@@ -143,26 +138,109 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	}
 }
 
-// startListening opens the listening connection (nil notes if
-// notifications do not reach it) and a goroutine that reads it; notes
-// gets the error that ends it, and stop ends it and waits for it.
-func (w *Watcher) startListening(ctx context.Context, fetch *pgx.Conn, channel string) (notes <-chan error, stop func(), err error) {
-	listen, err := w.listen(ctx, fetch, channel)
-	if err != nil || listen == nil {
-		return nil, func() {}, err
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
 	}
-	errc, finished := make(chan error, 1), make(chan struct{})
-	go func() {
-		defer close(finished)
-		errc <- w.readNotifications(listen, channel)
-	}()
-	return errc, func() {
-		// Closing the socket ends the wait (a context per wait would cost
-		// pgconn a goroutine per notification).
-		listen.PgConn().Conn().Close()
-		<-finished // the goroutine ends before the session does
-		listen.Close(context.Background())
-	}, nil
+	return b
+}
+
+// waitForWork returns at until, or sooner: a notification (handled), a
+// Follow or Unfollow, the end of ctx (its error). Without a listener it
+// waits on a timer. With one it reads the listening connection itself:
+// delivery from a notification then needs no hand-off between goroutines,
+// which costs a Go watcher more CPU per event than the rest of it.
+func (w *Watcher) waitForWork(ctx context.Context, lis *listener, until time.Time) error {
+	if lis == nil {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-w.wake:
+		}
+		return nil
+	}
+	n, err := lis.wait(until)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	if n != nil {
+		w.notified(n, lis.channel)
+	}
+	return nil
+}
+
+// listener is a session's listening connection, read by the session's own
+// goroutine with a read deadline. A goroutine of its own only interrupts
+// the read (a deadline in the past) when ctx ends or the watcher is
+// signalled: pgconn keeps the connection across a timeout.
+type listener struct {
+	conn    *pgx.Conn
+	channel string
+	poked   int32 // atomic: 1 when the next wait must not block
+	done    chan struct{}
+	ended   chan struct{}
+}
+
+// wait reads the listening connection until a notification (returned),
+// until, or a poke (nil, nil).
+func (l *listener) wait(until time.Time) (*pgconn.Notification, error) {
+	// The deadline first, then the poke: a poke after the check moves the
+	// deadline into the past, so the read returns at once.
+	if err := l.conn.PgConn().Conn().SetReadDeadline(until); err != nil {
+		return nil, err
+	}
+	if atomic.SwapInt32(&l.poked, 0) == 1 {
+		return nil, nil
+	}
+	n, err := l.conn.WaitForNotification(context.Background())
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil, nil
+	}
+	return n, err
+}
+
+// interrupt ends the wait in progress, or the next one, whenever ctx ends
+// or the watcher is signalled, until stop.
+func (l *listener) interrupt(ctx context.Context, wake <-chan struct{}) {
+	defer close(l.ended)
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-ctx.Done():
+		case <-wake:
+		}
+		atomic.StoreInt32(&l.poked, 1)
+		_ = l.conn.PgConn().Conn().SetReadDeadline(time.Now())
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (l *listener) stop() {
+	close(l.done)
+	<-l.ended // the goroutine ends before the session does
+	l.conn.Close(context.Background())
+}
+
+// startListening opens the listening connection and starts what
+// interrupts its reads; nil if notifications do not reach it.
+func (w *Watcher) startListening(ctx context.Context, fetch *pgx.Conn, channel string) (*listener, error) {
+	conn, err := w.listen(ctx, fetch, channel)
+	if err != nil || conn == nil {
+		return nil, err
+	}
+	l := &listener{conn: conn, channel: channel, done: make(chan struct{}), ended: make(chan struct{})}
+	go l.interrupt(ctx, w.wake)
+	return l, nil
 }
 
 // The first query: whether the server is a standby, and whether this role
@@ -284,49 +362,41 @@ func resolvesTo(host string, ip net.IP) bool {
 	return false
 }
 
-// readNotifications reads the listening connection until it fails (the
-// session ends it by closing its socket), and marks the organizations its
-// notifications name.
-func (w *Watcher) readNotifications(conn *pgx.Conn, channel string) error {
-	for {
-		n, err := conn.WaitForNotification(context.Background())
-		if err != nil {
-			return err
+// notified marks the organizations a notification names; one that
+// carries events keeps them for the catch-up.
+func (w *Watcher) notified(n *pgconn.Notification, channel string) {
+	if n.Channel != channel {
+		return
+	}
+	w.notifications.Add(1)
+	var p struct {
+		Token   string `json:"notification_token"`
+		Version string `json:"version_id"`
+		Events  string `json:"events"`
+	}
+	if json.Unmarshal([]byte(n.Payload), &p) != nil {
+		return // anyone may NOTIFY: not ours
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.Token == zeroToken {
+		w.pollNow = true
+		for _, s := range w.orgs {
+			s.dirty = true
 		}
-		if n.Channel != channel {
-			continue
-		}
-		w.notifications.Add(1)
-		var p struct {
-			Token   string `json:"notification_token"`
-			Version string `json:"version_id"`
-			Events  string `json:"events"`
-		}
-		if json.Unmarshal([]byte(n.Payload), &p) != nil {
-			continue // anyone may NOTIFY: not ours
-		}
-		w.mu.Lock()
-		if p.Token == zeroToken {
-			w.pollNow = true
-			for _, s := range w.orgs {
-				s.dirty = true
+	} else if org, ok := w.tokens[p.Token]; ok {
+		if s := w.orgs[org]; s != nil && (!s.hasCursor || s.cursor.VersionID != p.Version) {
+			s.dirty, s.notified = true, p.Version
+			// Events are believed from the notifier only (anyone may
+			// NOTIFY); a backlog of them is dropped: the fetch reads it.
+			if p.Events != "" && n.PID == w.notifier && w.keys[org] != nil && len(s.sealed) < maxSealed {
+				s.sealed = append(s.sealed, sealedNote{token: p.Token, version: p.Version, events: p.Events})
+			} else {
+				s.sealed = nil
 			}
-		} else if org, ok := w.tokens[p.Token]; ok {
-			if s := w.orgs[org]; s != nil && (!s.hasCursor || s.cursor.VersionID != p.Version) {
-				s.dirty, s.notified = true, p.Version
-				// Events are believed from the notifier only (anyone may
-				// NOTIFY); a backlog of them is dropped: the fetch reads it.
-				if p.Events != "" && n.PID == w.notifier && w.keys[org] != nil && len(s.sealed) < maxSealed {
-					s.sealed = append(s.sealed, sealedNote{token: p.Token, version: p.Version, events: p.Events})
-				} else {
-					s.sealed = nil
-				}
-			}
-		} else if w.cfg.All {
-			w.pollNow = true // a new organization, or a rotated key
 		}
-		w.mu.Unlock()
-		w.signal()
+	} else if w.cfg.All {
+		w.pollNow = true // a new organization, or a rotated key
 	}
 }
 

@@ -8,11 +8,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -31,15 +31,39 @@ func main() {
 		os.Exit(2)
 	}
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	var line []byte
 	handler := eventhub.HandlerFuncs{TransactionFunc: func(_ context.Context, t *eventhub.Transaction) error {
 		for i, c := range t.Changes {
-			org, _ := json.Marshal(t.Organization)
-			typ, _ := json.Marshal(c.Type)
-			id, _ := json.Marshal(c.EntityID)
-			corr, _ := json.Marshal(c.CorrelationID)
-			fmt.Fprintf(out, `{"organization_id": %s, "revision": %d, "version_id": "%s", "processed_timestamp": "%s", "originated_timestamp": "%s", "event_type": %s, "action": "%s", "entity_id": %s, "correlation_id": %s, "event_data": %s, "transaction_first_revision": %d, "transaction_end": %t}`+"\n",
-				org, c.Revision, c.VersionID, c.Processed.UTC().Format(stamp), c.Originated.UTC().Format(stamp),
-				typ, c.Action, id, corr, c.Data, t.Changes[0].Revision, i == len(t.Changes)-1)
+			// The CLI's line, appended into one reused buffer as the CLI
+			// writes it (no reflection, no allocation per field).
+			line = append(line[:0], `{"organization_id": `...)
+			line = appendString(line, t.Organization)
+			line = append(line, `, "revision": `...)
+			line = strconv.AppendInt(line, c.Revision, 10)
+			line = append(line, `, "version_id": "`...)
+			line = append(line, c.VersionID...)
+			line = append(line, `", "processed_timestamp": "`...)
+			line = c.Processed.UTC().AppendFormat(line, stamp)
+			line = append(line, `", "originated_timestamp": "`...)
+			line = c.Originated.UTC().AppendFormat(line, stamp)
+			line = append(line, `", "event_type": `...)
+			line = appendString(line, c.Type)
+			line = append(line, `, "action": "`...)
+			line = append(line, c.Action...)
+			line = append(line, `", "entity_id": `...)
+			line = appendString(line, c.EntityID)
+			line = append(line, `, "correlation_id": `...)
+			line = appendString(line, c.CorrelationID)
+			line = append(line, `, "event_data": `...)
+			line = append(line, c.Data...)
+			line = append(line, `, "transaction_first_revision": `...)
+			line = strconv.AppendInt(line, t.Changes[0].Revision, 10)
+			line = append(line, `, "transaction_end": `...)
+			line = strconv.AppendBool(line, i == len(t.Changes)-1)
+			line = append(line, "}\n"...)
+			if _, err := out.Write(line); err != nil {
+				return err
+			}
 		}
 		return out.Flush()
 	}}
@@ -65,4 +89,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gowatch:", err)
 		os.Exit(1)
 	}
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, `\u00`...)
+			b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
