@@ -72,16 +72,14 @@ if [ "${1:-}" != "--inner" ]; then
 	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo/bench/eh_bench.c" "${libs[@]}"
 	# The CLI that item 11 runs: this tree's if built, else the installed one.
 	if [ -x "$repo/client/eventhub" ]; then cp "$repo/client/eventhub" "$work/"; else cp "$(command -v eventhub)" "$work/"; fi
-	# Items 13's and 14's Go watcher, floor and publisher, built offline in
-	# GOPATH mode (Debian's pgx).
+	# Items 13's and 14's Go watcher and publisher, built offline in GOPATH
+	# mode (Debian's pgx).
 	mkdir -p "$work/gopath/src/github.com/eventhub/eventhub"
 	ln -s "$repo/go" "$work/gopath/src/github.com/eventhub/eventhub/go"
 	GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS= \
 		go build -o "$work/gowatch" "$repo/bench/gowatch/main.go"
 	GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS= \
 		go build -o "$work/gopublish" "$repo/bench/gopublish/main.go"
-	GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS= \
-		go build -o "$work/gofloor" "$repo/bench/gofloor/main.go"
 	rm -rf "$work/gopath" "$work/gocache"
 	source "$repo/scripts/cluster.sh"
 	hand_over "$work"
@@ -1040,9 +1038,6 @@ fi
 # cpu_ns PID...: their summed CPU time in nanoseconds (/proc/PID/task/TID/schedstat:
 # the scheduler's own count, exact, where /proc/PID/stat counts in ticks).
 # Every thread counts (a Go program runs on several): /proc/PID/task/*.
-floors_listening() {
-	[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'fan-watch' AND state = 'idle' AND query = 'LISTEN eventhub_events'")" = "$1" ]
-}
 cpu_ns() {
 	local p t=0 f task
 	for p in "$@"; do
@@ -1067,8 +1062,6 @@ fan_run() {
 		if [ "$kind" = go ]; then
 			per=2
 			GOMAXPROCS=${BENCH_GOMAXPROCS:-} "$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
-		elif [ "$kind" = floor ]; then
-			GOMAXPROCS=${BENCH_GOMAXPROCS:-} "$work/gofloor" "application_name=fan-watch" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		else
 			PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		fi
@@ -1079,9 +1072,6 @@ fan_run() {
 		>"$out/fan_${n}_$tag.out" 2>"$out/fan_${n}_$tag.stamp.err" &
 	spid=$!
 	bgpids+=("$spid")
-	# The floor hears only what is published once it listens (the others
-	# catch up from --after).
-	[ "$kind" = floor ] && wait_until "the floors of fan-out $n to listen" floors_listening "$n"
 	q -c "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'warm-up', NULL, '{}')" >/dev/null
 	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_${n}_$tag.stamp.err" "$out"/fan_"${n}_$tag"_*.err | head -5)"
 	wait_until "the watchers of fan-out $n to be idle" sessions_idle
@@ -1170,22 +1160,19 @@ fi
 # Item 11's fan-out, with the Go package's watchers (bench/gowatch: the
 # CLI's lines, from a Watcher) against as many `eventhub watch` processes,
 # alternating which goes first, notifications carrying their events (the
-# default: both deliver them without a fetch); then as many bench/gofloor
-# processes, the least a Go watcher on pgx does (a notification in, a line
-# out: nothing opened or checked), for its CPU per event.
+# default: both deliver them without a fetch).
 if want 13; then
 	say "13/14 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
 	fan_setup
 	json13=()
 	k=0
 	for n in $GO_FAN_PROCS; do
-		declare -A GP99=() GCPU=() GCPU_C=()
+		declare -A GP99=() GCPU=()
 		for kind in $( ((k++ % 2 == 0)) && echo "cli go" || echo "go cli"); do
 			fan_run "$n" "$kind" "$kind"
 			f=$out/fan_${n}_$kind.out
 			GP99[$kind]=$(kv "$f" p99)
 			GCPU[$kind]=$(calc "$FAN_CPU_S + $FAN_CPU_C")
-			GCPU_C[$kind]=$FAN_CPU_C
 			row "13. publish-to-line ms p50/p99, $n $([ "$kind" = go ] && echo "Go watchers" || echo "eventhub watch processes") (${FAN_RATE_GOT}/s); CPU us/event backend + watcher" \
 				"$(kv "$f" p50)/${GP99[$kind]}; $FAN_CPU_S + $FAN_CPU_C"
 			json13+=("{\"watchers\": $n, \"kind\": \"$kind\", \"p50_ms\": $(kv "$f" p50), \"p99_ms\": ${GP99[$kind]}, \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C}")
@@ -1196,12 +1183,6 @@ if want 13; then
 		fi
 		row "13. Go/CLI at $n: p99 ratio; CPU per event ratio" \
 			"$(calc "${GP99[go]} / ${GP99[cli]}"); $(calc "${GCPU[go]} / ${GCPU[cli]}")" "$tgt" "$ver"
-		# The floor: what any Go watcher on pgx costs per event (a
-		# notification in, a line out), against the whole CLI.
-		fan_run "$n" floor floor
-		row "13. Go floor (pgconn: a notification in, a line out) at $n: watcher CPU us/event; floor/CLI" \
-			"$FAN_CPU_C; $(calc "$FAN_CPU_C / ${GCPU_C[cli]}")"
-		json13+=("{\"watchers\": $n, \"kind\": \"floor\", \"cpu_us_per_event_client\": $FAN_CPU_C}")
 	done
 	jadd go_fan_out "[$(IFS=,; echo "${json13[*]}")]"
 fi
