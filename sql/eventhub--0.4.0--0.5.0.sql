@@ -101,23 +101,6 @@ COMMENT ON FUNCTION eventhub.notifier_pid() IS
 
 REVOKE ALL ON FUNCTION eventhub.notification_data_key(text), eventhub.notifier_pid() FROM PUBLIC;
 
--- A role that reads notifications (it may call notification_token) may
--- call these two as well, so that its clients get the events with the
--- notifications from now on without a new GRANT.
-DO $$
-DECLARE
-    r regrole;
-BEGIN
-    FOR r IN
-        SELECT a.oid::regrole FROM pg_catalog.pg_roles a
-         WHERE NOT a.rolsuper
-           AND pg_catalog.has_function_privilege(a.oid, 'eventhub.notification_token(text)', 'EXECUTE')
-    LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION eventhub.notification_data_key(text), eventhub.notifier_pid() TO %s', r);
-    END LOOP;
-END
-$$;
-
 -- publish_event, and whether the call was a replay of a committed event.
 CREATE FUNCTION eventhub.publish_event_result(
     organization_id      text,
@@ -139,17 +122,25 @@ COMMENT ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, 
 
 REVOKE ALL ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) FROM PUBLIC;
 
--- A role that may publish may call it as well.
+-- The new functions go to the roles that hold what they extend, so that
+-- clients use them from now on without a new GRANT: a role that reads
+-- notifications (it may call notification_token) gets notification_data_key
+-- and notifier_pid, one that may publish gets publish_event_result.
 DO $$
 DECLARE
-    r regrole;
+    g record;
 BEGIN
-    FOR r IN
-        SELECT a.oid::regrole FROM pg_catalog.pg_roles a
+    FOR g IN
+        SELECT a.oid::regrole AS r, f.granted
+          FROM pg_catalog.pg_roles a,
+               (VALUES ('eventhub.notification_token(text)',
+                        'eventhub.notification_data_key(text), eventhub.notifier_pid()'),
+                       ('eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz)',
+                        'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)')) f(held, granted)
          WHERE NOT a.rolsuper
-           AND pg_catalog.has_function_privilege(a.oid, 'eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')
+           AND pg_catalog.has_function_privilege(a.oid, f.held, 'EXECUTE')
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) TO %s', r);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', g.granted, g.r);
     END LOOP;
 END
 $$;

@@ -190,8 +190,12 @@ sub upgrade_from
 			    AND NOT has_function_privilege('operator', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE')
 			    AND NOT has_function_privilege('operator', 'eventhub.notification_token(text)', 'EXECUTE')
 			    AND NOT has_function_privilege('reader', 'eventhub.transactions_since(text, bigint, integer, uuid, integer)', 'EXECUTE')
-			    AND NOT has_function_privilege('operator', 'eventhub.metrics()', 'EXECUTE')") eq 't',
-		"$old: grants on objects created again are carried over, readers may ask for tokens, and nothing more");
+			    AND NOT has_function_privilege('operator', 'eventhub.metrics()', 'EXECUTE')
+			    AND has_function_privilege('publisher', 'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')
+			    AND NOT has_function_privilege('reader', 'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')
+			    AND has_function_privilege('reader', 'eventhub.notification_data_key(text)', 'EXECUTE')
+			    AND NOT has_function_privilege('publisher', 'eventhub.notification_data_key(text)', 'EXECUTE')") eq 't',
+		"$old: grants on objects created again are carried over, readers may ask for tokens and keys, publishers for publish_event_result, and nothing more");
 	is($node->safe_psql('postgres', q{
 		SELECT has_function_privilege('Gateway-Reader', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE WITH GRANT OPTION'),
 		       has_function_privilege('Gateway-Reader', 'eventhub.notification_token(text)', 'EXECUTE'),
