@@ -163,14 +163,17 @@ func (w *Watcher) waitForWork(ctx context.Context, lis *listener, until time.Tim
 		return nil
 	}
 	n, err := lis.wait(until)
+	// Then every notification already read off the socket, so that a
+	// burst costs one catch-up, not one each.
+	for err == nil && n != nil {
+		w.notified(n, lis.channel)
+		n, err = lis.buffered()
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
-	}
-	if n != nil {
-		w.notified(n, lis.channel)
 	}
 	return nil
 }
@@ -197,6 +200,21 @@ func (l *listener) wait(until time.Time) (*pgconn.Notification, error) {
 	}
 	if atomic.SwapInt32(&l.poked, 0) == 1 {
 		return nil, nil
+	}
+	n, err := l.conn.WaitForNotification(context.Background())
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil, nil
+	}
+	return n, err
+}
+
+// buffered returns a notification the connection has read already, or
+// nil: a read with its deadline passed takes what pgx and pgconn hold
+// and makes no system call.
+func (l *listener) buffered() (*pgconn.Notification, error) {
+	if err := l.conn.PgConn().Conn().SetReadDeadline(time.Now()); err != nil {
+		return nil, err
 	}
 	n, err := l.conn.WaitForNotification(context.Background())
 	var ne net.Error
