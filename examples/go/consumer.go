@@ -40,9 +40,9 @@ func (m entities) digest() string {
 // stored is one organization's entry in the cursor file: the cursor, and
 // under --snapshot the entities it describes.
 type stored struct {
-	Revision  int64    `json:"revision"`
-	VersionID *string  `json:"version_id"`
-	Entities  entities `json:"entities,omitempty"`
+	Revision  int64     `json:"revision"`
+	VersionID *string   `json:"version_id"`
+	Entities  *entities `json:"entities,omitempty"` // nil: none stored; empty: none there
 }
 
 // state is the cursor file, {"acme": {"revision": 42, "version_id":
@@ -84,10 +84,21 @@ func (s *state) Load(_ context.Context, org string) (eventhub.Cursor, bool, erro
 	return c, true, nil
 }
 
+// entities is an organization's stored entities; nil if none are.
+func (s *state) entities(org string) entities {
+	if e := s.orgs[org].Entities; e != nil {
+		return *e
+	}
+	return nil
+}
+
 // save stores an organization's cursor and entities, the file renamed
 // into place.
 func (s *state) save(org string, c eventhub.Cursor, m entities) error {
-	st := stored{Revision: c.Revision, Entities: m}
+	st := stored{Revision: c.Revision}
+	if m != nil {
+		st.Entities = &m
+	}
 	if c.VersionID != "" {
 		st.VersionID = &c.VersionID
 	}
@@ -149,7 +160,10 @@ func version(c eventhub.Cursor) string {
 // OnTransaction prints and applies one whole transaction, then stores the
 // cursor with the state.
 func (c *consumer) OnTransaction(ctx context.Context, t *eventhub.Transaction) error {
-	m := c.state.orgs[t.Organization].Entities
+	if err := ctx.Err(); err != nil {
+		return err // stopping: --count reached, nothing more is applied
+	}
+	m := c.state.entities(t.Organization)
 	for _, ch := range t.Changes {
 		fmt.Printf("EVENT %s %d %s %s %s\n", t.Organization, ch.Revision, ch.VersionID, ch.Action, ch.EntityID)
 		if !c.state.snapshot {
@@ -180,6 +194,9 @@ func (c *consumer) OnTransaction(ctx context.Context, t *eventhub.Transaction) e
 
 // OnSnapshot replaces an organization's entities.
 func (c *consumer) OnSnapshot(ctx context.Context, s *eventhub.Snapshot) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if s.Reason != nil {
 		fmt.Printf("RESYNC %s %s %d %s\n", s.Organization, code(s.Reason), s.Cursor.Revision, version(s.Cursor))
 	}
@@ -199,13 +216,16 @@ func (c *consumer) OnSnapshot(ctx context.Context, s *eventhub.Snapshot) error {
 // (simulated by a sleep) and goes on from the head the watcher read before
 // the reload: an event published during the reload comes next.
 func (c *consumer) OnResync(ctx context.Context, r *eventhub.Resync) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	fmt.Printf("RESYNC %s %s %d %s\n", r.Organization, code(r.Reason), r.Head.Revision, version(r.Head))
 	select {
 	case <-time.After(c.reload):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	m := c.state.orgs[r.Organization].Entities // a real consumer reloads them here
+	m := c.state.entities(r.Organization) // a real consumer reloads them here
 	if c.state.snapshot && m == nil {
 		m = entities{}
 	}
