@@ -122,25 +122,30 @@ COMMENT ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, 
 
 REVOKE ALL ON FUNCTION eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz) FROM PUBLIC;
 
--- The new functions go to the roles that hold what they extend, so that
--- clients use them from now on without a new GRANT: a role that reads
--- notifications (it may call notification_token) gets notification_data_key
--- and notifier_pid, one that may publish gets publish_event_result.
+-- The new functions go to the grantees of what they extend, so that
+-- clients use them from now on without a new GRANT: those of
+-- notification_token (readers of notifications) get notification_data_key
+-- and notifier_pid, those of publish_event get publish_event_result.  The
+-- grantees themselves (PUBLIC included), not every member of a role that
+-- holds the grant: a member that leaves the role keeps nothing.
 DO $$
 DECLARE
     g record;
 BEGIN
     FOR g IN
-        SELECT a.oid::regrole AS r, f.granted
-          FROM pg_catalog.pg_roles a,
-               (VALUES ('eventhub.notification_token(text)',
+        SELECT DISTINCT f.granted,
+               CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                    ELSE a.grantee::regrole::text END AS grantee
+          FROM (VALUES ('eventhub.notification_token(text)',
                         'eventhub.notification_data_key(text), eventhub.notifier_pid()'),
                        ('eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz)',
                         'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)')) f(held, granted)
-         WHERE NOT a.rolsuper
-           AND pg_catalog.has_function_privilege(a.oid, f.held, 'EXECUTE')
+          JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.held::pg_catalog.regprocedure,
+               LATERAL pg_catalog.aclexplode(p.proacl) a
+         WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', g.granted, g.r);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', g.granted, g.grantee);
     END LOOP;
 END
 $$;

@@ -102,6 +102,7 @@ sub upgrade_from
 		GRANT USAGE ON SCHEMA eventhub TO "Gateway-Reader";
 		GRANT EXECUTE ON FUNCTION $events_since_old TO "Gateway-Reader" WITH GRANT OPTION;
 		GRANT EXECUTE ON FUNCTION eventhub.register_organization(text) TO PUBLIC;
+		CREATE ROLE publisher_member IN ROLE publisher;
 		GRANT SELECT (replica_id, state) ON eventhub.replica_status TO "Gateway-Reader";$tokens
 	});
 	$node->safe_psql('upd', 'CREATE EXTENSION eventhub');
@@ -194,17 +195,21 @@ sub upgrade_from
 			    AND has_function_privilege('publisher', 'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')
 			    AND NOT has_function_privilege('reader', 'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')
 			    AND has_function_privilege('reader', 'eventhub.notification_data_key(text)', 'EXECUTE')
-			    AND NOT has_function_privilege('publisher', 'eventhub.notification_data_key(text)', 'EXECUTE')") eq 't',
+			    AND NOT has_function_privilege('publisher', 'eventhub.notification_data_key(text)', 'EXECUTE')
+			    AND NOT EXISTS (SELECT FROM pg_proc p, aclexplode(p.proacl) a
+			                     WHERE p.oid = 'eventhub.publish_event_result(text, text, text, text, text, jsonb, timestamptz)'::regprocedure
+			                       AND a.grantee = 'publisher_member'::regrole)") eq 't',
 		"$old: grants on objects created again are carried over, readers may ask for tokens and keys, publishers for publish_event_result, and nothing more");
 	is($node->safe_psql('postgres', q{
 		SELECT has_function_privilege('Gateway-Reader', 'eventhub.events_since(text, bigint, integer, uuid)', 'EXECUTE WITH GRANT OPTION'),
 		       has_function_privilege('Gateway-Reader', 'eventhub.notification_token(text)', 'EXECUTE'),
+		       has_function_privilege('Gateway-Reader', 'eventhub.notification_data_key(text)', 'EXECUTE'),
 		       has_function_privilege('public', 'eventhub.register_organization(text)', 'EXECUTE'),
 		       has_column_privilege('Gateway-Reader', 'eventhub.replica_status', 'state', 'SELECT'),
 		       has_column_privilege('Gateway-Reader', 'eventhub.replica_status', 'lag_revisions', 'SELECT'),
 		       has_function_privilege('public', 'eventhub.publish_event(text, text, text, text, text, jsonb, timestamptz)', 'EXECUTE')}),
-		't|t|t|t|f|f',
-		"$old: a quoted role name, a grant option, a PUBLIC grant and column grants come through; nothing is added");
+		't|t|t|t|t|f|f',
+		"$old: a quoted role name (and the data key it is given), a grant option, a PUBLIC grant and column grants come through; nothing is added");
 	$node->safe_psql('postgres', q{SET ROLE reader; SELECT eventhub.heartbeat('gw-1', '{"acme": {"revision": 7}}')});
 	is($node->safe_psql('postgres', "SET ROLE operator; SELECT replica_id || ' ' || applied_revision || ' ' || owner
 		FROM eventhub.replica_status"), 'gw-1 7 reader',
