@@ -201,12 +201,7 @@ func (l *listener) wait(until time.Time) (*pgconn.Notification, error) {
 	if atomic.SwapInt32(&l.poked, 0) == 1 {
 		return nil, nil
 	}
-	n, err := l.conn.WaitForNotification(context.Background())
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return nil, nil
-	}
-	return n, err
+	return l.read()
 }
 
 // buffered returns a notification the connection has read already, or
@@ -216,6 +211,12 @@ func (l *listener) buffered() (*pgconn.Notification, error) {
 	if err := l.conn.PgConn().Conn().SetReadDeadline(time.Now()); err != nil {
 		return nil, err
 	}
+	return l.read()
+}
+
+// read waits for a notification until the read deadline: nil, nil once it
+// passes (pgconn keeps the connection across a timeout).
+func (l *listener) read() (*pgconn.Notification, error) {
 	n, err := l.conn.WaitForNotification(context.Background())
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
