@@ -60,8 +60,14 @@ type Published struct {
 	Replayed bool
 }
 
-// publishSQL is one statement, prepared by pgx once per connection.
-const publishSQL = `SELECT revision, replayed FROM eventhub.publish_event_result($1, $2, $3, $4, $5, $6::jsonb, coalesce($7::timestamptz, pg_catalog.now()))`
+// The statements Publish sends, each prepared by pgx once per connection.
+// Without a correlation id the server generates a new one, so the publish
+// cannot be a replay: publish_event, which costs less than
+// publish_event_result.
+const (
+	publishSQL         = `SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb, coalesce($7::timestamptz, pg_catalog.now())), false`
+	publishReplayedSQL = `SELECT revision, replayed FROM eventhub.publish_event_result($1, $2, $3, $4, $5, $6::jsonb, coalesce($7::timestamptz, pg_catalog.now()))`
+)
 
 // Publish appends ev to its organization's history in q's transaction: the
 // event gets the organization's next gapless revision and rotates its
@@ -73,14 +79,15 @@ func Publish(ctx context.Context, q Querier, ev Event) (Published, error) {
 		return Published{}, err
 	}
 	var correlation, originated interface{}
+	sql := publishSQL
 	if ev.CorrelationID != "" {
-		correlation = ev.CorrelationID
+		correlation, sql = ev.CorrelationID, publishReplayedSQL
 	}
 	if !ev.Originated.IsZero() {
 		originated = ev.Originated
 	}
 	var p Published
-	err = q.QueryRow(ctx, publishSQL, ev.Organization, ev.Type, string(ev.Action), ev.EntityID,
+	err = q.QueryRow(ctx, sql, ev.Organization, ev.Type, string(ev.Action), ev.EntityID,
 		correlation, data, originated).Scan(&p.Revision, &p.Replayed)
 	if err != nil {
 		return Published{}, wrap(err)
