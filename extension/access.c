@@ -44,7 +44,9 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "guard.h"
+#include "access.h"
 
 PG_FUNCTION_INFO_V1(has_organization_privilege);
 PG_FUNCTION_INFO_V1(has_organization_privilege_role);

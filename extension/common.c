@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -31,7 +33,31 @@
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
-#include "eventhub.h"
+#include "common.h"
+
+char	   *eventhub_database = NULL;
+
+/*
+ * Defines eventhub.database, the database both background workers connect to.
+ */
+void
+EventhubDefineCommonSettings(void)
+{
+	/*
+	 * PostgreSQL allows a PGC_POSTMASTER setting only while preloading (a
+	 * library loaded later that defines one is a FATAL error), and only the
+	 * worker needs this one.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("eventhub.database",
+								   "Sets the database the eventhub background worker maintains.",
+								   "The worker waits quietly until CREATE EXTENSION eventhub has run there.",
+								   &eventhub_database,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+}
 
 /*
  * The organization_states table of a database whose eventhub SQL objects

@@ -27,6 +27,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "catalog/namespace.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
@@ -42,7 +44,26 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "guard.h"
+
+static bool eventhub_protect_tables = true;
+
+/*
+ * Defines eventhub.protect_tables, which turns the write guard off.
+ */
+void
+EventhubDefineGuardSettings(void)
+{
+	DefineCustomBoolVariable("eventhub.protect_tables",
+							 "Refuses writes to eventhub's tables except by eventhub's own functions.",
+							 "Only a superuser may turn it off, for a repair; eventhub's functions do not need it.",
+							 &eventhub_protect_tables,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+}
 
 PG_FUNCTION_INFO_V1(protect_table);
 PG_FUNCTION_INFO_V1(protect_ddl);

@@ -35,7 +35,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "eventhub.h"
+#include "metrics.h"
 
 typedef struct MetricsShared
 {

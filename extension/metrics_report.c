@@ -34,6 +34,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -46,10 +48,36 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "metrics.h"
+#include "guard.h"
+#include "access.h"
+#include "retention.h"
+#include "metrics_report.h"
+
+static int	eventhub_metrics_cache_time = 500;
+
+/*
+ * Defines eventhub.metrics_cache_time.
+ */
+void
+EventhubDefineMetricsReportSettings(void)
+{
+	DefineCustomIntVariable("eventhub.metrics_cache_time",
+							"Sets how long eventhub.metrics() reuses what it last read from the tables in this session.",
+							"A scrape calls it several times in a row; only the first reads the tables. "
+							"A session that committed a change reads them anew. 0 reads them at every call.",
+							&eventhub_metrics_cache_time,
+							500,
+							0, 60000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
 
 PG_FUNCTION_INFO_V1(metrics);
 

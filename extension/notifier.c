@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -34,8 +36,30 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "metrics.h"
+#include "notify_key.h"
+#include "notify_queue.h"
 #include "notify.h"
+#include "notifier.h"
+
+static bool eventhub_notification_events = true;
+
+/*
+ * Defines eventhub.notification_events, which the notifier reads.
+ */
+void
+EventhubDefineNotifierSettings(void)
+{
+	DefineCustomBoolVariable("eventhub.notification_events",
+							 "Sets whether notifications carry the events they announce.",
+							 "On: the notifier seals a notification's events (up to 16 and about 5,600 bytes) under the organization's data key, and clients that hold the key deliver them without a query. Off: notifications are wake-ups only and clients fetch every event.",
+							 &eventhub_notification_events,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+}
 
 /* The most entries the notifier takes into one transaction. */
 #define NOTIFIER_BATCH 8192

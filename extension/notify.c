@@ -51,7 +51,10 @@
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "metrics.h"
+#include "notify_key.h"
+#include "notify_queue.h"
 #include "notify.h"
 
 PG_FUNCTION_INFO_V1(notification_mode);

@@ -38,8 +38,10 @@
 
 #include <openssl/evp.h>
 
-#include "eventhub.h"
-#include "notify.h"
+#include "common.h"
+#include "guard.h"
+#include "access.h"
+#include "notify_key.h"
 
 PG_FUNCTION_INFO_V1(notification_token);
 PG_FUNCTION_INFO_V1(notification_data_key);
@@ -259,8 +261,8 @@ EventhubSeal(const uint8 *key, const uint8 *aad, int aadlen, const char *plain, 
  * Writes the notification token of organization org (orglen bytes) to out,
  * EVENTHUB_TOKEN_HEX_LEN hex digits and a NUL.
  */
-void
-EventhubNotificationToken(const char *org, int orglen, char *out)
+static void
+NotificationToken(const char *org, int orglen, char *out)
 {
 	uint8		bytes[EVENTHUB_TOKEN_BYTES];
 
@@ -304,7 +306,7 @@ notification_token(PG_FUNCTION_ARGS)
 	char		token[EVENTHUB_TOKEN_HEX_LEN + 1];
 
 	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
-	EventhubNotificationToken(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), token);
+	NotificationToken(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), token);
 	PG_RETURN_TEXT_P(cstring_to_text(token));
 }
 

@@ -20,8 +20,7 @@
 #include "storage/shmem.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
-#include "notify.h"
+#include "notify_queue.h"
 
 /*
  * Entries the shared queue holds; a power of two.  An entry takes 128

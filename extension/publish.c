@@ -41,7 +41,11 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "metrics.h"
+#include "guard.h"
+#include "access.h"
+#include "notify.h"
 
 PG_FUNCTION_INFO_V1(publish_event);
 PG_FUNCTION_INFO_V1(publish_event_result);

@@ -35,7 +35,8 @@
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "access.h"
 
 PG_FUNCTION_INFO_V1(events_since);
 PG_FUNCTION_INFO_V1(transactions_since);

@@ -29,7 +29,10 @@
 #include "utils/numeric.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "guard.h"
+#include "access.h"
+#include "replicas.h"
 
 /*
  * What a heartbeat may carry.  Each goes into replica_status and the CLI's

@@ -36,15 +36,95 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/itemptr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "metrics.h"
+#include "guard.h"
+#include "access.h"
+#include "replicas.h"
+#include "retention.h"
+
+static int	eventhub_retention = 3600;
+int			eventhub_cleanup_batch_size = 10000;
+static int	eventhub_replica_ttl = 300;
+static bool eventhub_retain_until_applied = true;
+static int	eventhub_max_retention = 86400;
+static bool eventhub_compaction = true;
+
+/*
+ * Defines the settings of retention: how long events are kept, and for whom.
+ */
+void
+EventhubDefineRetentionSettings(void)
+{
+	DefineCustomIntVariable("eventhub.retention",
+							"Sets how long events are kept.",
+							"Retention deletes events whose processed_timestamp is older than this.",
+							&eventhub_retention,
+							3600,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.cleanup_batch_size",
+							"Sets the most events one retention transaction deletes.",
+							"Each batch commits on its own, so that a publisher never waits long behind retention.",
+							&eventhub_cleanup_batch_size,
+							10000,
+							1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.replica_ttl",
+							"Sets how long a replica may go without a heartbeat before it is stale.",
+							"A stale replica holds no retention; maintenance removes it after twice this time.",
+							&eventhub_replica_ttl,
+							300,
+							1, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("eventhub.retain_until_applied",
+							 "Keeps expired events until every live replica has applied them.",
+							 "Up to eventhub.max_retention; stale replicas hold nothing.",
+							 &eventhub_retain_until_applied,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.max_retention",
+							"Sets the longest an event is kept for a live replica that has not applied it.",
+							"After this, retention deletes it anyway and that replica resyncs.",
+							&eventhub_max_retention,
+							86400,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("eventhub.compaction",
+							 "Sets whether retention keeps each entity's latest event.",
+							 "On: retention removes only superseded events and deleted entities' tombstones, so that a snapshot is each entity's current state. Off (events carry partial updates): retention removes every expired event, as before 0.4.0, and an organization that loses an entity's latest event is marked incomplete (its snapshots raise ZE004).",
+							 &eventhub_compaction,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+}
 
 /*
  * The other events of event e's entity (e is the alias of the row being

@@ -31,7 +31,9 @@
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "guard.h"
+#include "access.h"
 
 PG_FUNCTION_INFO_V1(declare_full_state);
 PG_FUNCTION_INFO_V1(snapshot_head);

@@ -23,6 +23,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -42,7 +44,54 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "eventhub.h"
+#include "common.h"
+#include "metrics.h"
+#include "access.h"
+#include "replicas.h"
+#include "retention.h"
+#include "worker.h"
+
+static int	eventhub_maintenance_interval = 60000;
+static int	eventhub_cleanup_batch_delay = -1;
+static int	eventhub_stalled_client_timeout = 30000;
+
+/*
+ * Defines the settings of the maintenance worker's cycle.
+ */
+void
+EventhubDefineWorkerSettings(void)
+{
+	DefineCustomIntVariable("eventhub.maintenance_interval",
+							"Sets the time between two maintenance cycles of the background worker.",
+							NULL,
+							&eventhub_maintenance_interval,
+							60000,
+							10, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.cleanup_batch_delay",
+							"Sets the pause of the background worker between two retention batches.",
+							"Spreads a large cleanup out so that it leaves the machine to publishers; -1 pauses three times as long as the last batch took.",
+							&eventhub_cleanup_batch_delay,
+							-1,
+							-1, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eventhub.stalled_client_timeout",
+							"Sets how long a client session may be blocked on a peer that does not read its notifications.",
+							"The background worker terminates a session of its database that stays idle yet blocked writing to its client "
+							"(wait event ClientWrite) for longer than this. 0 turns the check off.",
+							&eventhub_stalled_client_timeout,
+							30000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
 
 #define WORKER_TYPE "eventhub maintenance"
 

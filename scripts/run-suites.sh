@@ -26,6 +26,19 @@ if want unit && [ -x client/test_unit ]; then
 	fi
 fi
 
+# The server extension's files call one way (extension/check_layers.sh,
+# from its object files and #include lines): one test, its lines as comments.
+if want unit; then
+	sh extension/check_layers.sh >out/extension_layers.log 2>&1
+	status=$?
+	sed 's/^/# /' out/extension_layers.log
+	if [ $status -eq 0 ]; then
+		tally_ok "build: the extension's files call one way (eventhub.c's layer order)"
+	else
+		tally_not_ok "build: the extension's files call one way (eventhub.c's layer order)"
+	fi
+fi
+
 # The Prometheus rules, their unit tests and the metric names they use
 # (prometheus/): promtool only, no server.
 if want prometheus; then

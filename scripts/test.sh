@@ -19,7 +19,7 @@ source scripts/tally.sh
 # those not staged).
 RELEASES="0.1.0:f2f756a80cb62b2c08d4a9e957ba23e8199d1003 0.2.0:cd757f053b3854d150faeaa611cb460fe567f6ea 0.3.0:2001343026a3d982223fa40831868df380c5a9b4 0.4.0:c56ff51b31b79e3583e400bac3ebee135737b81a"
 work=$(mktemp -d /tmp/eventhub-test.XXXXXX)
-cp -r regress scripts client demo bench examples docs go README.md "$work/"
+cp -r regress scripts client extension demo bench examples docs go README.md "$work/"
 # The Prometheus configuration (regress/t/023_prometheus.pl reads it).
 [ ! -d prometheus ] || cp -r prometheus "$work/"
 for release in $RELEASES; do
