@@ -324,6 +324,53 @@ StalledSince(int pid, TimestampTz backend_start, const char *xmin, TimestampTz n
 }
 
 /*
+ * Keeps the sessions a look saw stalled (and not terminated) for the next
+ * look; everything older goes.
+ */
+static void
+KeepStalled(StalledSession *seen, int nseen)
+{
+	for (int i = 0; i < nstalled; i++)
+		pfree(stalled[i].xmin);
+	if (stalled)
+		pfree(stalled);
+	stalled = seen;
+	nstalled = nseen;
+}
+
+/*
+ * Terminates the stalled session of pid (a row of CheckStalledClients'
+ * look, stalled for secs seconds, holding back xmin or ""), and logs who
+ * it was.
+ */
+static void
+TerminateStalled(HeapTuple tuple, TupleDesc desc, int pid, long secs, const char *xmin)
+{
+	Datum		pidarg = Int32GetDatum(pid);
+	Oid			pidtype = INT4OID;
+	char	   *user = SPI_getvalue(tuple, desc, 4);
+	char	   *app = SPI_getvalue(tuple, desc, 5);
+	char	   *client = SPI_getvalue(tuple, desc, 6);
+	bool		isnull;
+	int			ret;
+
+	ret = SPI_execute_with_args("SELECT pg_catalog.pg_terminate_backend($1)",
+								1, &pidtype, &pidarg, NULL, false, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eventhub: terminating a session failed: %s", SPI_result_code_string(ret));
+	/* Signalled: done, whatever becomes of this transaction. */
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		EventhubCountNow(EVENTHUB_COUNTER_STALLED_TERMINATED, 1);
+	ereport(LOG,
+			(errmsg("eventhub terminated client session %d, stalled for %ld s", pid, secs),
+			 errdetail("The session of user \"%s\" (application \"%s\", client %s) was blocked sending notifications to a client that does not read them%s%s%s.",
+					   user ? user : "", app ? app : "", client ? client : "local",
+					   xmin[0] ? ", holding back the xmin horizon (xmin " : "",
+					   xmin, xmin[0] ? ")" : ""),
+			 errhint("The client catches up from its cursor when it reconnects. eventhub.stalled_client_timeout sets how long a session may stall.")));
+}
+
+/*
  * Finds client sessions of this database that are idle yet blocked writing
  * to their client (what an idle backend writes is notifications), and
  * terminates those found so in every look for eventhub.stalled_client_timeout.
@@ -382,26 +429,7 @@ CheckStalledClients(void)
 		TimestampDifference(since, now, &secs, &usecs);
 		if ((int64) secs * 1000 + usecs / 1000 >= eventhub_stalled_client_timeout)
 		{
-			Datum		pidarg = Int32GetDatum(pid);
-			Oid			pidtype = INT4OID;
-			char	   *user = SPI_getvalue(tuple, desc, 4);
-			char	   *app = SPI_getvalue(tuple, desc, 5);
-			char	   *client = SPI_getvalue(tuple, desc, 6);
-
-			ret = SPI_execute_with_args("SELECT pg_catalog.pg_terminate_backend($1)",
-										1, &pidtype, &pidarg, NULL, false, 1);
-			if (ret != SPI_OK_SELECT || SPI_processed != 1)
-				elog(ERROR, "eventhub: terminating a session failed: %s", SPI_result_code_string(ret));
-			/* Signalled: done, whatever becomes of this transaction. */
-			if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-				EventhubCountNow(EVENTHUB_COUNTER_STALLED_TERMINATED, 1);
-			ereport(LOG,
-					(errmsg("eventhub terminated client session %d, stalled for %ld s", pid, secs),
-					 errdetail("The session of user \"%s\" (application \"%s\", client %s) was blocked sending notifications to a client that does not read them%s%s%s.",
-							   user ? user : "", app ? app : "", client ? client : "local",
-							   xmin[0] ? ", holding back the xmin horizon (xmin " : "",
-							   xmin, xmin[0] ? ")" : ""),
-					 errhint("The client catches up from its cursor when it reconnects. eventhub.stalled_client_timeout sets how long a session may stall.")));
+			TerminateStalled(tuple, desc, pid, secs, xmin);
 			continue;
 		}
 		seen[nseen].pid = pid;
@@ -411,15 +439,16 @@ CheckStalledClients(void)
 		nseen++;
 	}
 	EndWork();
-
-	/* Keep what this look saw; everything older goes. */
-	for (int i = 0; i < nstalled; i++)
-		pfree(stalled[i].xmin);
-	if (stalled)
-		pfree(stalled);
-	stalled = seen;
-	nstalled = nseen;
+	KeepStalled(seen, nseen);
 }
+
+/*
+ * When the loop's next steps are due, and what it last logged of the
+ * extension's state.
+ */
+static TimestampTz next_cycle = 0;
+static TimestampTz next_check = 0;
+static ExtensionState logged_state = EXTENSION_CURRENT;
 
 /*
  * Milliseconds from now until t, at least 0.
@@ -431,15 +460,121 @@ MsUntil(TimestampTz t, TimestampTz now)
 }
 
 /*
- * The worker's main function.
+ * Reloads the configuration when SIGHUP asked for it.  New settings take
+ * effect at once, in a retention pass under way too.
+ */
+static void
+ReloadSettings(void)
+{
+	if (!ConfigReloadPending)
+		return;
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	next_cycle = next_check = 0;
+	if (cleanup.active)
+	{
+		TimestampTz resume_from = cleanup.r.resume_from;
+		ItemPointerData resume_tid = cleanup.r.resume_tid;
+
+		EventhubRetentionNow(&cleanup.r);
+		cleanup.r.resume_from = resume_from;
+		cleanup.r.resume_tid = resume_tid;
+		cleanup.next_batch = 0;
+	}
+}
+
+/*
+ * Does nothing until the next cycle, a maintenance interval from now: no
+ * pass under way, no look for stalled clients before then.
+ */
+static void
+WaitForNextCycle(TimestampTz now)
+{
+	next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
+	cleanup.active = false;
+}
+
+/*
+ * Logs the extension's state in the worker's database when it changed
+ * since the last time; returns whether it is current.
+ */
+static bool
+ExtensionIsCurrent(void)
+{
+	char		version[NAMEDATALEN];
+	ExtensionState state = GetExtensionState(version, sizeof(version));
+
+	if (state == logged_state)
+		return state == EXTENSION_CURRENT;
+	logged_state = state;
+	if (state == EXTENSION_MISSING)
+		ereport(LOG,
+				(errmsg("eventhub background worker is waiting for the extension in database \"%s\"",
+						eventhub_database),
+				 errhint("Run CREATE EXTENSION eventhub in database \"%s\", or set eventhub.database.",
+						 eventhub_database)));
+	/* An outdated one: its queries name this version's objects; retain all. */
+	else if (state == EXTENSION_OUTDATED)
+		ereport(LOG,
+				(errmsg("eventhub background worker is waiting for the extension in database \"%s\" to be updated from version %s to %s",
+						eventhub_database, version, EVENTHUB_EXTVERSION),
+				 errdetail("Retention and housekeeping are paused until then."),
+				 errhint("Run ALTER EXTENSION eventhub UPDATE in database \"%s\".",
+						 eventhub_database)));
+	else
+		ereport(LOG,
+				(errmsg("eventhub background worker found the extension in database \"%s\"",
+						eventhub_database)));
+	return state == EXTENSION_CURRENT;
+}
+
+/*
+ * Runs the steps that are due, one short step at a time, each its own
+ * transaction: the start of a cycle, a retention batch, a look for stalled
+ * clients.
+ */
+static void
+RunDueSteps(TimestampTz now)
+{
+	if (!cleanup.active && next_cycle <= now)
+		BeginCycle();
+	if (cleanup.active && cleanup.next_batch <= now && CleanupStep())
+		next_cycle = GetCurrentTimestamp() + (int64) eventhub_maintenance_interval * 1000;
+	if (eventhub_stalled_client_timeout == 0)
+		next_check = cleanup.active ? cleanup.next_batch : next_cycle;
+	else if (next_check <= now)
+	{
+		CheckStalledClients();
+		next_check = GetCurrentTimestamp() +
+			(int64) Max(MIN_STALL_CHECK_MS, eventhub_stalled_client_timeout / 4) * 1000;
+	}
+}
+
+/*
+ * Sleeps on the latch until the next step is due.
+ */
+static void
+WaitForNextStep(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	long		wait_ms = Min(MsUntil(cleanup.active ? cleanup.next_batch : next_cycle, now),
+							  MsUntil(next_check, now));
+
+	(void) WaitLatch(MyLatch,
+					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(wait_ms, 1),
+					 PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+}
+
+/*
+ * The worker's main function: reload, run what is due, wait.  On a standby
+ * it does nothing (the primary's deletes replicate), nor while the
+ * extension is missing or outdated in its database.
  */
 void
 eventhub_worker_main(Datum main_arg)
 {
-	ExtensionState logged_state = EXTENSION_CURRENT;	/* what was last logged */
-	TimestampTz next_cycle = 0;
-	TimestampTz next_check = 0;
-
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -454,96 +589,19 @@ eventhub_worker_main(Datum main_arg)
 	for (;;)
 	{
 		TimestampTz now;
-		long		wait_ms;
 
 		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			/* New settings take effect at once, in a pass under way too. */
-			next_cycle = next_check = 0;
-			if (cleanup.active)
-			{
-				TimestampTz resume_from = cleanup.r.resume_from;
-				ItemPointerData resume_tid = cleanup.r.resume_tid;
-
-				EventhubRetentionNow(&cleanup.r);
-				cleanup.r.resume_from = resume_from;
-				cleanup.r.resume_tid = resume_tid;
-				cleanup.next_batch = 0;
-			}
-		}
-
+		ReloadSettings();
 		now = GetCurrentTimestamp();
-		/* On a standby, nothing: the primary's deletes replicate. */
 		if (RecoveryInProgress())
-		{
-			next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
-			cleanup.active = false;
-		}
+			WaitForNextCycle(now);
 		else if ((cleanup.active ? cleanup.next_batch : next_cycle) <= now || next_check <= now)
 		{
-			char		version[NAMEDATALEN];
-			ExtensionState state = GetExtensionState(version, sizeof(version));
-
-			if (state == EXTENSION_MISSING)
-			{
-				if (logged_state != state)
-					ereport(LOG,
-							(errmsg("eventhub background worker is waiting for the extension in database \"%s\"",
-									eventhub_database),
-							 errhint("Run CREATE EXTENSION eventhub in database \"%s\", or set eventhub.database.",
-									 eventhub_database)));
-				logged_state = state;
-				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
-				cleanup.active = false;
-			}
-			else if (state == EXTENSION_OUTDATED)
-			{
-				/* Its queries name this version's objects: wait, retain all. */
-				if (logged_state != state)
-					ereport(LOG,
-							(errmsg("eventhub background worker is waiting for the extension in database \"%s\" to be updated from version %s to %s",
-									eventhub_database, version, EVENTHUB_EXTVERSION),
-							 errdetail("Retention and housekeeping are paused until then."),
-							 errhint("Run ALTER EXTENSION eventhub UPDATE in database \"%s\".",
-									 eventhub_database)));
-				logged_state = state;
-				next_cycle = next_check = now + (int64) eventhub_maintenance_interval * 1000;
-				cleanup.active = false;
-			}
+			if (ExtensionIsCurrent())
+				RunDueSteps(now);
 			else
-			{
-				if (logged_state != EXTENSION_CURRENT)
-					ereport(LOG,
-							(errmsg("eventhub background worker found the extension in database \"%s\"",
-									eventhub_database)));
-				logged_state = EXTENSION_CURRENT;
-				/* One short step at a time; each is its own transaction. */
-				if (!cleanup.active && next_cycle <= now)
-					BeginCycle();
-				if (cleanup.active && cleanup.next_batch <= now && CleanupStep())
-					next_cycle = GetCurrentTimestamp() + (int64) eventhub_maintenance_interval * 1000;
-				if (eventhub_stalled_client_timeout == 0)
-					next_check = cleanup.active ? cleanup.next_batch : next_cycle;
-				else if (next_check <= now)
-				{
-					CheckStalledClients();
-					next_check = GetCurrentTimestamp() +
-						(int64) Max(MIN_STALL_CHECK_MS, eventhub_stalled_client_timeout / 4) * 1000;
-				}
-			}
+				WaitForNextCycle(now);
 		}
-
-		now = GetCurrentTimestamp();
-		wait_ms = Min(MsUntil(cleanup.active ? cleanup.next_batch : next_cycle, now),
-					  MsUntil(next_check, now));
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(wait_ms, 1),
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		WaitForNextStep();
 	}
 }
