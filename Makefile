@@ -23,6 +23,9 @@ OBJS = \
 	extension/replicas.o \
 	extension/retention.o \
 	extension/snapshot.o \
+	extension/statement_list.o \
+	extension/statements.o \
+	extension/statements_retention.o \
 	extension/worker.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)

@@ -412,14 +412,14 @@ GrantArgs(FunctionCallInfo fcinfo, Datum *values)
  * Runs one write on organization_grants and returns the number of rows.
  */
 static uint64
-WriteGrants(EventhubPlan *plan, const char *sql, int nargs, Oid *argtypes, Datum *values)
+WriteGrants(EventhubPlan *plan, const EventhubStatement *statement, Datum *values)
 {
 	uint64		processed;
 	int			ret;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(plan, sql, nargs, argtypes, values, NULL, 0);
+	ret = EventhubExecuteAsOwner(plan, statement, values, NULL, 0);
 	if (ret < 0)
 		elog(ERROR, "eventhub: writing organization_grants failed: %s",
 			 SPI_result_code_string(ret));
@@ -440,17 +440,11 @@ Datum
 grant_organization(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[5] = {REGROLEOID, TEXTOID, TEXTOID, BOOLOID, REGROLEOID};
 	Datum		values[5];
 
 	GrantArgs(fcinfo, values);
 	values[4] = ObjectIdGetDatum(EventhubCallingRole());
-	PG_RETURN_BOOL(WriteGrants(&plan,
-							   "INSERT INTO eventhub.organization_grants"
-							   " (grantee, organization_id, prefix, privilege, granted_by, granted_at)"
-							   " VALUES ($1, $2, $4, $3, $5, pg_catalog.now())"
-							   " ON CONFLICT DO NOTHING",
-							   5, argtypes, values) == 1);
+	PG_RETURN_BOOL(WriteGrants(&plan, &EventhubSqlAccessGrantOrganization, values) == 1);
 }
 
 /*
@@ -464,17 +458,10 @@ Datum
 revoke_organization(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[4] = {REGROLEOID, TEXTOID, TEXTOID, BOOLOID};
 	Datum		values[4];
 
 	GrantArgs(fcinfo, values);
-	PG_RETURN_BOOL(WriteGrants(&plan,
-							   "DELETE FROM eventhub.organization_grants"
-							   " WHERE grantee OPERATOR(pg_catalog.=) $1"
-							   " AND organization_id OPERATOR(pg_catalog.=) $2"
-							   " AND privilege OPERATOR(pg_catalog.=) $3"
-							   " AND prefix OPERATOR(pg_catalog.=) $4",
-							   4, argtypes, values) == 1);
+	PG_RETURN_BOOL(WriteGrants(&plan, &EventhubSqlAccessRevokeOrganization, values) == 1);
 }
 
 /*
@@ -483,14 +470,13 @@ revoke_organization(PG_FUNCTION_ARGS)
  * SPI returned expected; what names the rows in the error.
  */
 static void
-RemoveAsOwner(EventhubPlan *plan, const char *sql, Oid role, int expected, const char *what)
+RemoveAsOwner(EventhubPlan *plan, const EventhubStatement *statement, Oid role, int expected,
+			  const char *what)
 {
-	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(role)};
 	int			ret;
 
-	ret = EventhubExecuteAsOwner(plan, sql, OidIsValid(role) ? 1 : 0,
-								 argtypes, values, NULL, 0);
+	ret = EventhubExecuteAsOwner(plan, statement, values, NULL, 0);
 	if (ret != expected)
 		elog(ERROR, "eventhub: removing the %s failed: %s",
 			 what, SPI_result_code_string(ret));
@@ -511,14 +497,7 @@ EventhubRemoveDroppedRoles(void)
 	static EventhubPlan replicas_plan;
 	int64		removed = 0;
 
-	RemoveAsOwner(&grants_plan,
-				  "WITH gone AS ("
-				  " DELETE FROM eventhub.organization_grants g"
-				  " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
-				  "  WHERE a.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid)"
-				  " RETURNING g.grantee::pg_catalog.oid AS role)"
-				  " SELECT role, pg_catalog.count(*) FROM gone GROUP BY role ORDER BY role",
-				  InvalidOid, SPI_OK_SELECT, "grants of dropped roles");
+	RemoveAsOwner(&grants_plan, &EventhubSqlAccessRemoveGrantsOfDroppedRoles, InvalidOid, SPI_OK_SELECT, "grants of dropped roles");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
@@ -534,13 +513,7 @@ EventhubRemoveDroppedRoles(void)
 	}
 
 	/* Owner 0: registered before 0.2.0, claimed by its next heartbeat. */
-	RemoveAsOwner(&replicas_plan,
-				  "DELETE FROM eventhub.replicas r"
-				  " WHERE r.owner::pg_catalog.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid"
-				  " AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles a"
-				  "  WHERE a.oid OPERATOR(pg_catalog.=) r.owner::pg_catalog.oid)"
-				  " RETURNING r.replica_id, r.owner::pg_catalog.oid",
-				  InvalidOid, SPI_OK_DELETE_RETURNING, "replicas of dropped roles");
+	RemoveAsOwner(&replicas_plan, &EventhubSqlAccessRemoveReplicasOfDroppedRoles, InvalidOid, SPI_OK_DELETE_RETURNING, "replicas of dropped roles");
 	for (uint64 i = 0; i < SPI_processed; i++)
 		ereport(LOG,
 				(errmsg("eventhub removed replica \"%s\" of dropped role %s",
@@ -573,15 +546,9 @@ EventhubRoleDropped(Oid role)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	RemoveAsOwner(&grants_plan,
-				  "DELETE FROM eventhub.organization_grants"
-				  " WHERE grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
-				  role, SPI_OK_DELETE, "grants of a dropped role");
+	RemoveAsOwner(&grants_plan, &EventhubSqlAccessRemoveGrantsOfRole, role, SPI_OK_DELETE, "grants of a dropped role");
 	grants_removed = SPI_processed;
-	RemoveAsOwner(&replicas_plan,
-				  "DELETE FROM eventhub.replicas"
-				  " WHERE owner::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
-				  role, SPI_OK_DELETE, "replicas of a dropped role");
+	RemoveAsOwner(&replicas_plan, &EventhubSqlAccessRemoveReplicasOfRole, role, SPI_OK_DELETE, "replicas of a dropped role");
 	if (grants_removed > 0 || SPI_processed > 0)
 		ereport(LOG,
 				(errmsg("eventhub removed " UINT64_FORMAT " organization grants and " UINT64_FORMAT " replicas of dropped role %u",

@@ -235,8 +235,11 @@ EventhubRequiredTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,
 	return PointerGetDatum(value);
 }
 
+/*
+ * The kept plan of statement s in cache, prepared with options.
+ */
 static SPIPlanPtr
-KeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes, int options)
+KeptPlan(EventhubPlan *cache, const EventhubStatement *s, int options)
 {
 	if (cache->plan != NULL && ++cache->uses >= EVENTHUB_REPLAN_EVERY)
 	{
@@ -245,11 +248,12 @@ KeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes, int o
 	}
 	if (cache->plan == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare_cursor(query, nargs, argtypes, options);
+		SPIPlanPtr	plan = SPI_prepare_cursor(s->sql, s->nargs, unconstify(Oid *, &s->argtypes[0]),
+											  options);
 
 		if (plan == NULL)
-			elog(ERROR, "could not prepare eventhub query \"%s\": %s",
-				 query, SPI_result_code_string(SPI_result));
+			elog(ERROR, "could not prepare eventhub statement %s: %s",
+				 s->name, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "could not keep eventhub query plan");
 		cache->plan = plan;
@@ -259,17 +263,17 @@ KeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes, int o
 }
 
 /*
- * Returns the cached plan for a query, preparing and keeping it on first use
+ * Returns the cached plan for a statement, preparing and keeping it on first use
  * and again every EVENTHUB_REPLAN_EVERY uses (PostgreSQL replans a kept plan
  * only when a table's definition or statistics change, not when it grows).
- * The caller has connected to SPI.  Every name in the query must be
+ * The caller has connected to SPI.  Every name in the statement must be
  * schema-qualified, operators included: the plan is prepared under whatever
  * search_path the caller has.
  */
 SPIPlanPtr
-EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+EventhubKeptPlan(EventhubPlan *cache, const EventhubStatement *s)
 {
-	return KeptPlan(cache, query, nargs, argtypes, 0);
+	return KeptPlan(cache, s, 0);
 }
 
 /*
@@ -280,9 +284,9 @@ EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtype
  * values.
  */
 SPIPlanPtr
-EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+EventhubKeptGenericPlan(EventhubPlan *cache, const EventhubStatement *s)
 {
-	return KeptPlan(cache, query, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+	return KeptPlan(cache, s, CURSOR_OPT_GENERIC_PLAN);
 }
 
 /*
@@ -292,9 +296,21 @@ EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *
  * organization's rows before the first one comes out.
  */
 SPIPlanPtr
-EventhubKeptFastPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes)
+EventhubKeptFastPlan(EventhubPlan *cache, const EventhubStatement *s)
 {
-	return KeptPlan(cache, query, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_FAST_PLAN);
+	return KeptPlan(cache, s, CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_FAST_PLAN);
+}
+
+/*
+ * Runs statement s once, without keeping its plan, and returns
+ * SPI_execute_with_args' status.  The caller has connected to SPI.
+ */
+int
+EventhubExecuteOnce(const EventhubStatement *s, Datum *values, const char *nulls,
+					bool read_only, long count)
+{
+	return SPI_execute_with_args(s->sql, s->nargs, unconstify(Oid *, &s->argtypes[0]),
+								 values, nulls, read_only, count);
 }
 
 /*

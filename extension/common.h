@@ -13,6 +13,8 @@
 #include "fmgr.h"
 #include "utils/snapshot.h"
 
+#include "statements.h"
+
 /* The schema every object of the extension lives in. */
 #define EVENTHUB_SCHEMA "eventhub"
 
@@ -51,9 +53,11 @@ typedef struct EventhubPlan
 
 #define EVENTHUB_REPLAN_EVERY 1000
 
-extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
-extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
-extern SPIPlanPtr EventhubKeptFastPlan(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes);
+extern SPIPlanPtr EventhubKeptPlan(EventhubPlan *cache, const EventhubStatement *s);
+extern SPIPlanPtr EventhubKeptGenericPlan(EventhubPlan *cache, const EventhubStatement *s);
+extern SPIPlanPtr EventhubKeptFastPlan(EventhubPlan *cache, const EventhubStatement *s);
+extern int	EventhubExecuteOnce(const EventhubStatement *s, Datum *values, const char *nulls,
+								bool read_only, long count);
 
 /*
  * What a row costs a page's or a batch's max_bytes: the stored size of its

@@ -12,6 +12,9 @@
  * lines.  PostgreSQL enters at every level (SQL-callable functions,
  * background workers, callbacks and hooks); the order is about the calls
  * the files make to each other.
+ *	  layer: statements.c	the SQL statements the files run, each one
+ *							constant, with its parameters' types
+ *	  layer: statements_retention.c retention's statements
  *	  layer: common.c		helpers every file uses: installed version, owner,
  *							table lookups, argument checks, kept plans
  *	  layer: metrics.c		the counters in shared memory, counted at commit
@@ -35,6 +38,7 @@
  *	  layer: worker.c		the maintenance background worker
  *	  layer: metrics_report.c eventhub.metrics(): the counters and what the
  *							tables say
+ *	  layer: statement_list.c eventhub.statements(): every statement
  *	  layer: eventhub.c		this file
  */
 #include "postgres.h"

@@ -155,9 +155,7 @@ EventhubAsOwner(EventhubOwnerWork work, void *arg)
 typedef struct ExecuteArgs
 {
 	EventhubPlan *cache;
-	const char *query;
-	int			nargs;
-	Oid		   *argtypes;
+	const EventhubStatement *statement;
 	Datum	   *values;
 	const char *nulls;
 	long		count;
@@ -169,22 +167,22 @@ ExecuteWork(void *arg)
 {
 	ExecuteArgs *a = (ExecuteArgs *) arg;
 
-	a->ret = SPI_execute_plan(EventhubKeptPlan(a->cache, a->query, a->nargs, a->argtypes),
+	a->ret = SPI_execute_plan(EventhubKeptPlan(a->cache, a->statement),
 							  a->values, a->nulls, false, a->count);
 }
 
 /*
- * Runs one statement that writes eventhub's tables, from a plan kept in
+ * Runs statement s, which writes eventhub's tables, from a plan kept in
  * cache (prepared, like the statement runs, as the owner), as
  * EventhubAsOwner does, and returns SPI_execute_plan's status;
  * SPI_processed and SPI_tuptable hold its result.  The caller has
  * connected to SPI.
  */
 int
-EventhubExecuteAsOwner(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes,
+EventhubExecuteAsOwner(EventhubPlan *cache, const EventhubStatement *s,
 					   Datum *values, const char *nulls, long count)
 {
-	ExecuteArgs a = {cache, query, nargs, argtypes, values, nulls, count, 0};
+	ExecuteArgs a = {cache, s, values, nulls, count, 0};
 
 	EventhubAsOwner(ExecuteWork, &a);
 	return a.ret;

@@ -14,7 +14,7 @@ typedef void (*EventhubOwnerWork) (void *arg);
 extern void EventhubDefineGuardSettings(void);
 extern void EventhubAsOwner(EventhubOwnerWork work, void *arg);
 extern Oid	EventhubCallingRole(void);
-extern int	EventhubExecuteAsOwner(EventhubPlan *cache, const char *query, int nargs, Oid *argtypes,
+extern int	EventhubExecuteAsOwner(EventhubPlan *cache, const EventhubStatement *s,
 								   Datum *values, const char *nulls, long count);
 
 #endif							/* EVENTHUB_GUARD_H */

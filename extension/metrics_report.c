@@ -151,112 +151,7 @@ static const SeriesInfo series[S_COUNT] = {
 	"Client sessions terminated for not reading their notifications (eventhub.stalled_client_timeout) since the server started."},
 };
 
-/*
- * One statement, as the owner.  $1: live replicas have a heartbeat at or
- * after it; $2, $3: retention's limits (expired before $2, forced before
- * $3); $4: access control is on.  Every name is qualified, operators
- * included.
- *
- * rep: every replica, live or not.  behind: the progress rows the caller
- * sees that were behind their organization's head at their last heartbeat
- * (the partial index replica_progress_behind_idx) and still are, with their
- * lag behind the head of now (one probe of organization_states each, OFFSET
- * 0: not a hash join that would read every organization).  aged: those with the age of the oldest
- * event not applied.  split: the candidate (organization, revision) pairs
- * of config_splits; at_split: the progress rows there, through the index
- * on (organization_id, applied_revision) (OFFSET 0: not flattened into a
- * join that would hash every row); votes: how many live replicas report
- * each hash there; winner: the hash reported by more than any other;
- * mismatched: replicas with a visible row at a pair where live replicas
- * report two hashes or more (a pair that settled, or where only stale
- * replicas differ, counts for nothing), whose hash is not the winner.
- * vis: the replicas the caller sees.
- *
- * One row per visible replica (none: one row of NULLs), each carrying the
- * global figures.
- */
-#define EQ " OPERATOR(pg_catalog.=) "
-#define METRICS_SQL \
-	"WITH rep AS MATERIALIZED (" \
-	" SELECT r.replica_id, r.owner, r.last_heartbeat OPERATOR(pg_catalog.>=) $1 AS live," \
-	"  GREATEST(0, pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.last_heartbeat)) AS heartbeat_age" \
-	" FROM eventhub.replicas r)," \
-	" behind AS MATERIALIZED (" \
-	" SELECT p.replica_id, p.organization_id, p.applied_revision, s.updated_at," \
-	"  s.revision OPERATOR(pg_catalog.-) p.applied_revision AS lag" \
-	" FROM eventhub.replica_progress p CROSS JOIN LATERAL (" \
-	"  SELECT s.revision, s.updated_at FROM eventhub.organization_states s" \
-	"  WHERE s.organization_id" EQ "p.organization_id OFFSET 0) s" \
-	" WHERE p.applied_revision OPERATOR(pg_catalog.<) p.head_revision" \
-	"  AND s.revision OPERATOR(pg_catalog.>) p.applied_revision" \
-	"  AND (NOT $4 OR eventhub.has_organization_privilege(p.organization_id, 'read')))," \
-	" aged AS MATERIALIZED (" \
-	" SELECT b.replica_id, b.organization_id, b.applied_revision, b.lag, rep.live," \
-	"  pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) COALESCE(" \
-	"   (SELECT e.processed_timestamp FROM eventhub.events e" \
-	"     WHERE e.organization_id" EQ "b.organization_id" \
-	"       AND e.revision OPERATOR(pg_catalog.>) b.applied_revision" \
-	"     ORDER BY e.revision LIMIT 1), b.updated_at)) AS age" \
-	" FROM behind b JOIN rep ON rep.replica_id" EQ "b.replica_id)," \
-	" split AS MATERIALIZED (" \
-	" SELECT x.organization_id, x.revision AS applied_revision FROM eventhub.config_splits x)," \
-	" at_split AS MATERIALIZED (" \
-	" SELECT q.* FROM split x CROSS JOIN LATERAL (" \
-	"  SELECT q.replica_id, q.organization_id, q.applied_revision, q.config_hash" \
-	"  FROM eventhub.replica_progress q" \
-	"  WHERE q.organization_id" EQ "x.organization_id AND q.applied_revision" EQ "x.applied_revision" \
-	"   AND q.config_hash IS NOT NULL OFFSET 0) q)," \
-	" votes AS MATERIALIZED (" \
-	" SELECT q.organization_id, q.applied_revision, q.config_hash, pg_catalog.count(*) AS n" \
-	" FROM at_split q JOIN rep ON rep.replica_id" EQ "q.replica_id" \
-	" WHERE rep.live" \
-	" GROUP BY q.organization_id, q.applied_revision, q.config_hash)," \
-	" winner AS (" \
-	" SELECT v.organization_id, v.applied_revision, v.config_hash FROM votes v" \
-	" WHERE v.n OPERATOR(pg_catalog.>) ALL (SELECT w.n FROM votes w" \
-	"  WHERE w.organization_id" EQ "v.organization_id AND w.applied_revision" EQ "v.applied_revision" \
-	"   AND w.config_hash OPERATOR(pg_catalog.<>) v.config_hash))," \
-	" mismatched AS MATERIALIZED (" \
-	" SELECT DISTINCT q.replica_id FROM at_split q" \
-	" WHERE (NOT $4 OR eventhub.has_organization_privilege(q.organization_id, 'read'))" \
-	"  AND (SELECT pg_catalog.count(*) FROM votes v WHERE v.organization_id" EQ "q.organization_id" \
-	"   AND v.applied_revision" EQ "q.applied_revision) OPERATOR(pg_catalog.>) 1" \
-	"  AND NOT EXISTS (SELECT FROM winner w WHERE w.organization_id" EQ "q.organization_id" \
-	"   AND w.applied_revision" EQ "q.applied_revision AND w.config_hash" EQ "q.config_hash))," \
-	" vis AS (" \
-	" SELECT rep.replica_id, rep.live, rep.heartbeat_age FROM rep" \
-	" WHERE NOT $4 OR CASE" \
-	"  WHEN EXISTS (SELECT FROM eventhub.replica_progress p WHERE p.replica_id" EQ "rep.replica_id)" \
-	"  THEN EXISTS (SELECT FROM eventhub.replica_progress p WHERE p.replica_id" EQ "rep.replica_id" \
-	"   AND eventhub.has_organization_privilege(p.organization_id, 'read'))" \
-	"  ELSE eventhub.replica_visible(rep.owner) END)," \
-	" per_replica AS (" \
-	" SELECT a.replica_id, pg_catalog.sum(a.lag) AS lag, pg_catalog.max(a.age) AS age" \
-	" FROM aged a GROUP BY a.replica_id)" \
-	" SELECT v.replica_id, v.live, v.heartbeat_age," \
-	"  COALESCE(l.lag, 0)::pg_catalog.float8, COALESCE(l.age, 0)," \
-	"  EXISTS (SELECT FROM mismatched m WHERE m.replica_id" EQ "v.replica_id)," \
-	"  g.organizations::pg_catalog.float8, g.behind::pg_catalog.float8, g.lag_max::pg_catalog.float8," \
-	"  g.oldest, g.held_back::pg_catalog.float8, g.kept::pg_catalog.float8" \
-	" FROM (SELECT" \
-	"  (SELECT pg_catalog.count(*) FROM eventhub.organization_states s" \
-	"    WHERE NOT $4 OR eventhub.has_organization_privilege(s.organization_id, 'read')) AS organizations," \
-	"  (SELECT pg_catalog.count(DISTINCT a.organization_id) FROM aged a WHERE a.live) AS behind," \
-	"  (SELECT COALESCE(pg_catalog.max(a.lag), 0) FROM aged a WHERE a.live) AS lag_max," \
-	"  (SELECT COALESCE(pg_catalog.max(a.age), 0) FROM aged a WHERE a.live) AS oldest," \
-	"  (SELECT COALESCE(pg_catalog.sum((SELECT pg_catalog.count(*) FROM eventhub.events e" \
-	"     WHERE e.organization_id" EQ "o.organization_id AND e.revision OPERATOR(pg_catalog.>) o.applied" \
-	"       AND e.processed_timestamp OPERATOR(pg_catalog.<) $2" \
-	"       AND e.processed_timestamp OPERATOR(pg_catalog.>=) $3)), 0)" \
-	"    FROM (SELECT a.organization_id, pg_catalog.min(a.applied_revision) AS applied" \
-	"     FROM aged a WHERE a.live GROUP BY a.organization_id) o) AS held_back," \
-	"  (SELECT GREATEST(c.reltuples, 0) FROM pg_catalog.pg_class c" \
-	"    WHERE c.oid" EQ "'eventhub.events'::pg_catalog.regclass) AS kept) g" \
-	" LEFT JOIN vis v ON true" \
-	" LEFT JOIN per_replica l ON l.replica_id" EQ "v.replica_id" \
-	" ORDER BY v.replica_id"
-
-/* Columns of the statement's rows. */
+/* Columns of the rows of statement metrics_report.read_tables (statements.c). */
 enum
 {
 	C_REPLICA, C_LIVE, C_HEARTBEAT_AGE, C_LAG_EVENTS, C_LAG_SECONDS, C_MISMATCH,
@@ -401,7 +296,6 @@ static void
 ReadTables(TimestampTz now, bool access_control)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID};
 	Datum		args[4];
 	EventhubRetention limits;
 	SPITupleTable *rows;
@@ -434,7 +328,7 @@ ReadTables(TimestampTz now, bool access_control)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(&plan, METRICS_SQL, 4, argtypes, args, NULL, 0);
+	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlMetricsReportReadTables, args, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed < 1)
 		elog(ERROR, "eventhub: reading the metrics failed: %s", SPI_result_code_string(ret));
 	rows = SPI_tuptable;

@@ -247,7 +247,6 @@ static bool
 SealEvents(PendingNotify *p)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	uint8		key[EVENTHUB_DATA_KEY_BYTES];
 	uint8		aad[EVENTHUB_TOKEN_BYTES + UUID_LEN];
@@ -259,17 +258,7 @@ SealEvents(PendingNotify *p)
 	values[0] = PointerGetDatum(cstring_to_text_with_len(p->org, p->orglen));
 	values[1] = Int64GetDatum(from);
 	values[2] = Int64GetDatum(p->last);
-	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
-												   "SELECT e.revision, e.version_id, e.processed_timestamp,"
-												   " e.originated_timestamp, e.event_type, e.action, e.entity_id,"
-												   " e.correlation_id, e.event_data::pg_catalog.text,"
-												   " COALESCE(e.transaction_first_revision, e.revision)"
-												   " FROM eventhub.events e"
-												   " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
-												   " AND e.revision OPERATOR(pg_catalog.>=) $2"
-												   " AND e.revision OPERATOR(pg_catalog.<=) $3"
-												   " ORDER BY e.revision",
-												   3, argtypes),
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan, &EventhubSqlNotifierAnnouncedEvents),
 						   values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading the announced events failed: %s", SPI_result_code_string(ret));

@@ -343,7 +343,6 @@ rotate_notification_key(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan delete_plan;
 	static EventhubPlan insert_plan;
-	Oid			argtypes[1] = {BYTEAOID};
 	bytea	   *newkey = palloc(VARHDRSZ + KEY_BYTES);
 	Datum		value;
 
@@ -356,10 +355,8 @@ rotate_notification_key(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	if (EventhubExecuteAsOwner(&delete_plan, "DELETE FROM eventhub.notification_key",
-							   0, NULL, NULL, NULL, 0) != SPI_OK_DELETE ||
-		EventhubExecuteAsOwner(&insert_plan, "INSERT INTO eventhub.notification_key (key) VALUES ($1)",
-							   1, argtypes, &value, NULL, 0) != SPI_OK_INSERT)
+	if (EventhubExecuteAsOwner(&delete_plan, &EventhubSqlNotifyKeyDeleteKey, NULL, NULL, 0) != SPI_OK_DELETE ||
+		EventhubExecuteAsOwner(&insert_plan, &EventhubSqlNotifyKeyInsertKey, &value, NULL, 0) != SPI_OK_INSERT)
 		elog(ERROR, "eventhub: replacing the notification key failed");
 	SPI_finish();
 	PG_RETURN_VOID();

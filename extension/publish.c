@@ -65,49 +65,6 @@ static EventhubPlan insert_event_plan;
 static EventhubPlan insert_event_once_plan;
 static EventhubPlan restore_plan;
 
-/*
- * The common case in one statement (one executor start): advance an
- * existing organization's head and insert the event at the new revision.
- * Parameters: $1 organization, $2 version, $3 originated, $4 event_type,
- * $5 action, $6 entity, $7 correlation, $8 data, $9 the transaction's first
- * revision in the organization (NULL when this is its first event there).
- */
-#define ADVANCE_CTE(condition) \
-	"adv AS (" \
-	" UPDATE eventhub.organization_states s" \
-	" SET revision = s.revision OPERATOR(pg_catalog.+) 1, version_id = $2," \
-	" updated_at = pg_catalog.clock_timestamp()" \
-	" WHERE s.organization_id OPERATOR(pg_catalog.=) $1" condition \
-	" RETURNING s.revision, s.updated_at)"
-#define INSERT_FROM_ADV \
-	"INSERT INTO eventhub.events" \
-	" (organization_id, revision, version_id, processed_timestamp," \
-	" originated_timestamp, event_type, action, entity_id," \
-	" correlation_id, event_data, transaction_first_revision)" \
-	" SELECT $1, adv.revision, $2, adv.updated_at, $3, $4, $5, $6, $7, $8," \
-	" COALESCE($9, adv.revision) FROM adv"
-
-/*
- * With a correlation id given, the same statement first looks the id up in
- * the organization: a replay advances nothing; and an id a concurrent
- * publisher committed meanwhile makes the insert do nothing.
- */
-#define PRIOR_CTE \
-	"prior AS (" \
-	" SELECT e.revision," \
-	" e.event_type OPERATOR(pg_catalog.=) $4 AND e.action OPERATOR(pg_catalog.=) $5" \
-	" AND e.entity_id OPERATOR(pg_catalog.=) $6 AND e.event_data OPERATOR(pg_catalog.=) $8 AS same" \
-	" FROM eventhub.events e" \
-	" WHERE e.organization_id OPERATOR(pg_catalog.=) $1" \
-	" AND e.correlation_id OPERATOR(pg_catalog.=) $7)"
-
-#define INSERT_EVENT_SQL \
-	"INSERT INTO eventhub.events" \
-	" (organization_id, revision, version_id, processed_timestamp," \
-	" originated_timestamp, event_type, action, entity_id," \
-	" correlation_id, event_data, transaction_first_revision)" \
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, $2))"
-
 /* The arguments of one publish, checked. */
 typedef struct PublishArgs
 {
@@ -185,17 +142,11 @@ RequiredActionArg(FunctionCallInfo fcinfo, int argno)
 static bool
 InsertOrganization(Datum org, pg_uuid_t *version)
 {
-	Oid			argtypes[3] = {TEXTOID, UUIDOID, TIMESTAMPTZOID};
 	Datum		values[3];
 	SPIPlanPtr	plan;
 	int			ret;
 
-	plan = EventhubKeptPlan(&insert_org_plan,
-					"INSERT INTO eventhub.organization_states"
-					" (organization_id, version_id, revision, updated_at)"
-					" VALUES ($1, $2, 0, $3)"
-					" ON CONFLICT (organization_id) DO NOTHING",
-					3, argtypes);
+	plan = EventhubKeptPlan(&insert_org_plan, &EventhubSqlPublishInsertOrganization);
 
 	NewUuid(version);
 	values[0] = org;
@@ -220,26 +171,13 @@ InsertOrganization(Datum org, pg_uuid_t *version)
 static int64
 AdvanceOrganization(Datum org, const pg_uuid_t *version, TimestampTz *processed)
 {
-	Oid			argtypes[2] = {TEXTOID, UUIDOID};
 	Datum		values[2];
 	SPIPlanPtr	advance;
 	SPIPlanPtr	create;
 	int			attempt;
 
-	advance = EventhubKeptPlan(&advance_plan,
-							   "UPDATE eventhub.organization_states"
-							   " SET revision = revision OPERATOR(pg_catalog.+) 1, version_id = $2,"
-							   " updated_at = pg_catalog.clock_timestamp()"
-							   " WHERE organization_id OPERATOR(pg_catalog.=) $1"
-							   " RETURNING revision, updated_at",
-							   2, argtypes);
-	create = EventhubKeptPlan(&create_org_plan,
-							  "INSERT INTO eventhub.organization_states"
-							  " (organization_id, version_id, revision, updated_at)"
-							  " VALUES ($1, $2, 1, pg_catalog.clock_timestamp())"
-							  " ON CONFLICT (organization_id) DO NOTHING"
-							  " RETURNING revision, updated_at",
-							  2, argtypes);
+	advance = EventhubKeptPlan(&advance_plan, &EventhubSqlPublishAdvanceOrganization);
+	create = EventhubKeptPlan(&create_org_plan, &EventhubSqlPublishCreateOrganization);
 	values[0] = org;
 	values[1] = UUIDPGetDatum(version);
 
@@ -290,20 +228,11 @@ AdvanceOrganization(Datum org, const pg_uuid_t *version, TimestampTz *processed)
 static bool
 RestoreOrganization(Datum org, int64 revision)
 {
-	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
 	SPIPlanPtr	plan;
 	int			ret;
 
-	plan = EventhubKeptPlan(&restore_plan,
-							"UPDATE eventhub.organization_states s"
-							" SET revision = e.revision, version_id = e.version_id,"
-							" updated_at = e.processed_timestamp"
-							" FROM eventhub.events e"
-							" WHERE s.organization_id OPERATOR(pg_catalog.=) $1"
-							" AND e.organization_id OPERATOR(pg_catalog.=) $1"
-							" AND e.revision OPERATOR(pg_catalog.=) $2",
-							2, argtypes);
+	plan = EventhubKeptPlan(&restore_plan, &EventhubSqlPublishRestoreOrganization);
 	values[0] = org;
 	values[1] = Int64GetDatum(revision);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
@@ -338,16 +267,13 @@ CorrelationConflict(const PublishArgs *a, int64 revision)
 static bool
 FindCorrelation(const PublishArgs *a, int64 *revision)
 {
-	Oid			argtypes[8] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID};
 	Datum		values[8] = {a->org, (Datum) 0, (Datum) 0, a->event_type, a->action, a->entity,
 	a->correlation, a->data};
 	char		nulls[8] = {' ', 'n', 'n', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 	int			ret;
 
-	ret = SPI_execute_plan(EventhubKeptPlan(&find_correlation_plan,
-											"WITH " PRIOR_CTE " SELECT revision, same FROM prior",
-											8, argtypes),
+	ret = SPI_execute_plan(EventhubKeptPlan(&find_correlation_plan, &EventhubSqlPublishFindCorrelation),
 						   values, nulls, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: looking up a correlation id failed: %s",
@@ -392,8 +318,6 @@ GiveBack(const PublishArgs *a, int64 revision)
 static int64
 PublishFirst(const PublishArgs *a, bool *replayed)
 {
-	Oid			argtypes[11] = {TEXTOID, INT8OID, UUIDOID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT8OID};
 	Datum		values[11];
 	char		nulls[11] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	TimestampTz processed;
@@ -403,11 +327,9 @@ PublishFirst(const PublishArgs *a, bool *replayed)
 
 	revision = AdvanceOrganization(a->org, &a->version, &processed);
 	if (a->correlation_given)
-		plan = EventhubKeptPlan(&insert_event_once_plan,
-								INSERT_EVENT_SQL " ON CONFLICT (organization_id, correlation_id) DO NOTHING",
-								11, argtypes);
+		plan = EventhubKeptPlan(&insert_event_once_plan, &EventhubSqlPublishInsertEventOnce);
 	else
-		plan = EventhubKeptPlan(&insert_event_plan, INSERT_EVENT_SQL, 11, argtypes);
+		plan = EventhubKeptPlan(&insert_event_plan, &EventhubSqlPublishInsertEvent);
 	values[0] = a->org;
 	values[1] = Int64GetDatum(revision);
 	values[2] = UUIDPGetDatum(&a->version);
@@ -451,8 +373,6 @@ Published(const PublishArgs *a, int64 revision)
 static int64
 Publish(const PublishArgs *a, bool *replayed)
 {
-	Oid			argtypes[9] = {TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
-	INT8OID};
 	Datum		values[9];
 	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int64		revision;
@@ -476,9 +396,7 @@ Publish(const PublishArgs *a, bool *replayed)
 	if (!a->correlation_given)
 	{
 		/* A generated correlation id is new: advance and insert. */
-		ret = SPI_execute_plan(EventhubKeptPlan(&lean_plan,
-												"WITH " ADVANCE_CTE("") " " INSERT_FROM_ADV " RETURNING revision",
-												9, argtypes),
+		ret = SPI_execute_plan(EventhubKeptPlan(&lean_plan, &EventhubSqlPublishPublish),
 							   values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
@@ -491,13 +409,7 @@ Publish(const PublishArgs *a, bool *replayed)
 		return revision;
 	}
 
-	ret = SPI_execute_plan(EventhubKeptPlan(&lean_once_plan,
-											"WITH " PRIOR_CTE ", " ADVANCE_CTE(" AND NOT EXISTS (SELECT FROM prior)") ","
-											" ins AS (" INSERT_FROM_ADV
-											"  ON CONFLICT (organization_id, correlation_id) DO NOTHING RETURNING revision)"
-											" SELECT (SELECT revision FROM prior), (SELECT same FROM prior),"
-											" (SELECT revision FROM adv), (SELECT revision FROM ins)",
-											9, argtypes),
+	ret = SPI_execute_plan(EventhubKeptPlan(&lean_once_plan, &EventhubSqlPublishPublishOnce),
 						   values, nulls, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
@@ -662,15 +574,11 @@ RegisterWork(void *arg)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	if (!InsertOrganization(r->org, r->version))
 	{
-		Oid			argtypes[1] = {TEXTOID};
 		SPIPlanPtr	plan;
 		bool		isnull;
 		int			ret;
 
-		plan = EventhubKeptPlan(&select_org_plan,
-								"SELECT version_id FROM eventhub.organization_states"
-								" WHERE organization_id OPERATOR(pg_catalog.=) $1",
-								1, argtypes);
+		plan = EventhubKeptPlan(&select_org_plan, &EventhubSqlPublishOrganizationVersion);
 		ret = SPI_execute_plan(plan, &r->org, NULL, false, 1);
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
 			ereport(ERROR,

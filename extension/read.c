@@ -54,18 +54,10 @@ ReadHead(Datum org, int64 after_revision, int64 *head, pg_uuid_t *head_version,
 		 bool *have_head_version, pg_uuid_t *at_cursor, bool *have_at_cursor)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Datum		values[2] = {org, Int64GetDatum(after_revision)};
 	int			ret;
 
-	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
-											"SELECT s.revision, s.version_id,"
-											" (SELECT c.version_id FROM eventhub.events c"
-											"   WHERE c.organization_id OPERATOR(pg_catalog.=) $1"
-											"   AND c.revision OPERATOR(pg_catalog.=) $2)"
-											" FROM eventhub.organization_states s"
-											" WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
-											2, argtypes),
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan, &EventhubSqlReadCursor),
 						   values, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
@@ -293,7 +285,6 @@ events_since(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan plan;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			argtypes[3] = {TEXTOID, INT8OID, INT4OID};
 	ReadRequest req;
 	EventsReceiver receiver;
 	SPIExecuteOptions options;
@@ -321,12 +312,7 @@ events_since(PG_FUNCTION_ARGS)
 	options.params = ReadParams(&req, INT4OID, Int32GetDatum(req.max_events));
 	options.read_only = true;
 	options.dest = (DestReceiver *) &receiver;
-	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan,
-													 "SELECT e.* FROM eventhub.events e"
-													 " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
-													 " AND e.revision OPERATOR(pg_catalog.>) $2"
-													 " ORDER BY e.revision LIMIT $3",
-													 3, argtypes),
+	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan, &EventhubSqlReadEventsSince),
 									&options);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
@@ -482,7 +468,6 @@ transactions_since(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan plan;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
 	ReadRequest req;
 	int64		max_bytes = 0;
 	TransactionsReceiver receiver;
@@ -527,16 +512,7 @@ transactions_since(PG_FUNCTION_ARGS)
 	options.params = ReadParams(&req, INT8OID, Int64GetDatum((int64) req.max_events + 1));
 	options.read_only = true;
 	options.dest = (DestReceiver *) &receiver;
-	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan,
-													 "SELECT e.organization_id, e.revision, e.version_id,"
-													 " e.processed_timestamp, e.originated_timestamp, e.event_type,"
-													 " e.action, e.entity_id, e.correlation_id, e.event_data,"
-													 " COALESCE(e.transaction_first_revision, e.revision)"
-													 " FROM eventhub.events e"
-													 " WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
-													 " AND e.revision OPERATOR(pg_catalog.>) $2"
-													 " ORDER BY e.revision LIMIT $3",
-													 3, argtypes),
+	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan, &EventhubSqlReadTransactionsSince),
 									&options);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));

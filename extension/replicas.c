@@ -363,7 +363,6 @@ static void
 RecordConfigSplits(Datum replica_id, SPITupleTable *changed, uint64 n)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[4] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
 	Datum		values[4];
 	Datum	   *orgs = palloc(sizeof(Datum) * n);
 	Datum	   *revs = palloc(sizeof(Datum) * n);
@@ -400,20 +399,7 @@ RecordConfigSplits(Datum replica_id, SPITupleTable *changed, uint64 n)
 	values[1] = MakeArray(orgs, (int) n, TEXTOID, false);
 	values[2] = MakeArray(revs, (int) n, INT8OID, false);
 	values[3] = MakeArray(hashes, (int) n, TEXTOID, false);
-	ret = SPI_execute_plan(EventhubKeptPlan(&plan,
-											"INSERT INTO eventhub.config_splits AS x (organization_id, revision)"
-											" SELECT c.org, c.rev"
-											" FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3),"
-											"  pg_catalog.unnest($4)) AS c(org, rev, hash)"
-											" WHERE EXISTS (SELECT FROM eventhub.replica_progress q"
-											"  WHERE q.organization_id OPERATOR(pg_catalog.=) c.org"
-											"  AND q.applied_revision OPERATOR(pg_catalog.=) c.rev"
-											"  AND q.replica_id OPERATOR(pg_catalog.<>) $1"
-											"  AND q.config_hash OPERATOR(pg_catalog.<>) c.hash)"
-											" ORDER BY c.org, c.rev"
-											" ON CONFLICT ON CONSTRAINT config_splits_pkey"
-											" DO UPDATE SET revision = excluded.revision",
-											4, argtypes),
+	ret = SPI_execute_plan(EventhubKeptPlan(&plan, &EventhubSqlReplicasRecordConfigSplits),
 						   values, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "eventhub: recording configuration splits failed: %s", SPI_result_code_string(ret));
@@ -429,9 +415,6 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	static EventhubPlan head_plan;
 	static EventhubPlan replica_plan;
 	static EventhubPlan progress_plan;
-	Oid			head_types[2] = {TEXTARRAYOID, INT8ARRAYOID};
-	Oid			replica_types[4] = {TEXTOID, JSONBOID, TEXTOID, REGROLEOID};
-	Oid			progress_types[5] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, UUIDARRAYOID, TEXTARRAYOID};
 	Datum	   *orgs = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *revs = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *versions = palloc(sizeof(Datum) * Max(n, 1));
@@ -452,15 +435,7 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	/* No revision above its organization's head: one query for them all. */
 	values[0] = MakeArray(orgs, n, TEXTOID, false);
 	values[1] = MakeArray(revs, n, INT8OID, false);
-	ret = SPI_execute_plan(EventhubKeptPlan(&head_plan,
-											"SELECT c.org, c.rev, COALESCE(s.revision, 0)"
-											" FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
-											" WITH ORDINALITY AS c(org, rev, n)"
-											" LEFT JOIN eventhub.organization_states s"
-											"  ON s.organization_id OPERATOR(pg_catalog.=) c.org"
-											" WHERE c.rev OPERATOR(pg_catalog.>) COALESCE(s.revision, 0)"
-											" ORDER BY c.n LIMIT 1",
-											2, head_types),
+	ret = SPI_execute_plan(EventhubKeptPlan(&head_plan, &EventhubSqlReplicasHeadsExceeded),
 						   values, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: checking heartbeat revisions failed: %s", SPI_result_code_string(ret));
@@ -481,19 +456,7 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	values[2] = version;
 	nulls[2] = version_null ? 'n' : ' ';
 	values[3] = ObjectIdGetDatum(EventhubCallingRole());
-	ret = SPI_execute_plan(EventhubKeptPlan(&replica_plan,
-											"INSERT INTO eventhub.replicas AS r"
-											" (replica_id, labels, version, owner, started_at, last_heartbeat)"
-											" VALUES ($1, COALESCE($2, '{}'), $3, $4, pg_catalog.now(), pg_catalog.now())"
-											" ON CONFLICT ON CONSTRAINT replicas_pkey DO UPDATE"
-											" SET last_heartbeat = pg_catalog.now(),"
-											" labels = COALESCE($2, r.labels),"
-											" version = COALESCE($3, r.version),"
-											/* registered before 0.2.0, by no role: claimed */
-											" owner = CASE WHEN r.owner::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
-											"  THEN $4 ELSE r.owner END"
-											" RETURNING owner",
-											4, replica_types),
+	ret = SPI_execute_plan(EventhubKeptPlan(&replica_plan, &EventhubSqlReplicasRegisterReplica),
 						   values, nulls, false, 1);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "eventhub: registering a replica failed: %s", SPI_result_code_string(ret));
@@ -519,40 +482,7 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	 * changed, the only ones RecordConfigSplits compares with the other
 	 * replicas.
 	 */
-	ret = SPI_execute_plan(EventhubKeptPlan(&progress_plan,
-											"WITH c AS MATERIALIZED ("
-											" SELECT c.org, c.rev, c.ver, c.hash, s.revision AS head"
-											" FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3),"
-											"  pg_catalog.unnest($4), pg_catalog.unnest($5)) AS c(org, rev, ver, hash)"
-											" LEFT JOIN eventhub.organization_states s"
-											"  ON s.organization_id OPERATOR(pg_catalog.=) c.org),"
-											" up AS ("
-											" INSERT INTO eventhub.replica_progress AS p"
-											" (replica_id, organization_id, applied_revision, applied_version_id,"
-											"  applied_at, config_hash, head_revision)"
-											" SELECT $1, c.org, c.rev, c.ver, pg_catalog.now(), c.hash, c.head FROM c"
-											" ON CONFLICT ON CONSTRAINT replica_progress_pkey DO UPDATE"
-											" SET applied_at = CASE"
-											"   WHEN p.applied_revision OPERATOR(pg_catalog.=) excluded.applied_revision"
-											"    AND (p.applied_version_id OPERATOR(pg_catalog.=) excluded.applied_version_id"
-											"     OR p.applied_version_id IS NULL OR excluded.applied_version_id IS NULL)"
-											"   THEN p.applied_at ELSE excluded.applied_at END,"
-											" applied_version_id = CASE"
-											"   WHEN p.applied_revision OPERATOR(pg_catalog.=) excluded.applied_revision"
-											"   THEN COALESCE(excluded.applied_version_id, p.applied_version_id)"
-											"   ELSE excluded.applied_version_id END,"
-											" applied_revision = excluded.applied_revision,"
-											" config_hash = excluded.config_hash,"
-											" head_revision = excluded.head_revision)"
-											" SELECT c.org, c.rev, c.hash FROM c"
-											" LEFT JOIN eventhub.replica_progress o"
-											"  ON o.replica_id OPERATOR(pg_catalog.=) $1"
-											"  AND o.organization_id OPERATOR(pg_catalog.=) c.org"
-											" WHERE c.hash IS NOT NULL AND (o.replica_id IS NULL"
-											"  OR o.applied_revision OPERATOR(pg_catalog.<>) c.rev"
-											"  OR o.config_hash IS NULL"
-											"  OR o.config_hash OPERATOR(pg_catalog.<>) c.hash)",
-											5, progress_types),
+	ret = SPI_execute_plan(EventhubKeptPlan(&progress_plan, &EventhubSqlReplicasRecordProgress),
 						   values, nulls, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: recording replica progress failed: %s", SPI_result_code_string(ret));
@@ -643,7 +573,6 @@ static bool
 DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[1] = {TEXTOID};
 	Datum		replica_id;
 	bool		found;
 	bool		isnull;
@@ -657,11 +586,7 @@ DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(&plan,
-								 "DELETE FROM eventhub.replicas"
-								 " WHERE replica_id OPERATOR(pg_catalog.=) $1"
-								 " RETURNING owner",
-								 1, argtypes, &replica_id, NULL, 0);
+	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlReplicasDeleteReplica, &replica_id, NULL, 0);
 	if (ret != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "eventhub: removing a replica failed: %s", SPI_result_code_string(ret));
 	found = SPI_processed == 1;
@@ -693,22 +618,7 @@ EventhubForgetSettledSplits(void)
 	static EventhubPlan plan;
 	int			ret;
 
-	ret = EventhubExecuteAsOwner(&plan,
-								 "DELETE FROM eventhub.config_splits x USING ("
-								 " SELECT y.organization_id, y.revision, y.xmin AS seen"
-								 " FROM eventhub.config_splits y WHERE NOT EXISTS ("
-								 "  SELECT FROM eventhub.replica_progress a"
-								 "  JOIN eventhub.replica_progress b"
-								 "   ON b.organization_id OPERATOR(pg_catalog.=) a.organization_id"
-								 "   AND b.applied_revision OPERATOR(pg_catalog.=) a.applied_revision"
-								 "  WHERE a.organization_id OPERATOR(pg_catalog.=) y.organization_id"
-								 "   AND a.applied_revision OPERATOR(pg_catalog.=) y.revision"
-								 "   AND b.config_hash OPERATOR(pg_catalog.<>) a.config_hash)"
-								 " ORDER BY y.organization_id, y.revision) s"
-								 " WHERE x.organization_id OPERATOR(pg_catalog.=) s.organization_id"
-								 " AND x.revision OPERATOR(pg_catalog.=) s.revision"
-								 " AND x.xmin OPERATOR(pg_catalog.=) s.seen",
-								 0, NULL, NULL, NULL, 0);
+	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlReplicasForgetSettledSplits, NULL, NULL, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing settled configuration splits failed: %s",
 			 SPI_result_code_string(ret));

@@ -8,8 +8,8 @@
  * missed into the resync error.  Deletes lock only the event rows they
  * remove, which no publisher ever locks, so publishers do not wait on them.
  *
- * Compaction (eventhub.compaction, on by default): every deleter adds
- * REMOVABLE_SQL to its own condition, so that it never removes the latest
+ * Compaction (eventhub.compaction, on by default): every deleter adds the
+ * condition "removable" (statements_retention.c) to its own, so that it never removes the latest
  * event of a live entity (an entity is its organization's (event_type,
  * entity_id)), however old.  Superseded events go, and so does a tombstone
  * (a DELETE) once nothing older of its entity is left: a tombstone that went
@@ -20,7 +20,7 @@
  * snapshot and go too.
  *
  * With compaction off every expired event goes, as before 0.4.0, but never
- * silently: a deleter that removes an event that loses an entity (LOST_SQL)
+ * silently: a deleter that removes an event that loses an entity ("lost")
  * marks its organization incomplete (complete_after NULL, and snapshots
  * raise ZE004) in the same statement, and commits both or neither.  The
  * marking never waits: it takes the organization's row with SKIP LOCKED,
@@ -126,91 +126,6 @@ EventhubDefineRetentionSettings(void)
 							 NULL, NULL, NULL);
 }
 
-/*
- * The other events of event e's entity (e is the alias of the row being
- * deleted).
- */
-#define SAME_ENTITY(alias) \
-	" " alias ".organization_id OPERATOR(pg_catalog.=) e.organization_id" \
-	" AND " alias ".event_type OPERATOR(pg_catalog.=) e.event_type" \
-	" AND " alias ".entity_id OPERATOR(pg_catalog.=) e.entity_id"
-#define NEWER_EXISTS \
-	"EXISTS (SELECT FROM eventhub.events n WHERE" SAME_ENTITY("n") \
-	" AND n.revision OPERATOR(pg_catalog.>) e.revision)"
-#define OLDER_EXISTS \
-	"EXISTS (SELECT FROM eventhub.events o WHERE" SAME_ENTITY("o") \
-	" AND o.revision OPERATOR(pg_catalog.<) e.revision)"
-#define COMPLETE_AFTER \
-	"(SELECT s.complete_after FROM eventhub.organization_states s" \
-	" WHERE s.organization_id OPERATOR(pg_catalog.=) e.organization_id)"
-
-/*
- * removable(e), with compaction on: e is superseded, or a tombstone with
- * nothing older of its entity left, or at or below its organization's
- * declared full state.  Appended to a deleter's WHERE clause.
- */
-#define REMOVABLE_SQL \
-	" AND (" NEWER_EXISTS \
-	" OR (e.action OPERATOR(pg_catalog.=) 'DELETE' AND NOT " OLDER_EXISTS ")" \
-	" OR e.revision OPERATOR(pg_catalog.<=) COALESCE(" COMPLETE_AFTER ", 0))"
-
-/*
- * lost(e), with compaction off: removing e loses an entity of a complete
- * organization, so the organization must be marked incomplete first.  e is
- * its entity's latest event and not a tombstone, or a tombstone with older
- * events of its entity (which it may outlive; the statement cannot tell),
- * and above the organization's complete_after.  An organization already
- * marked (complete_after NULL) loses nothing more.
- */
-#define LOST_SQL \
-	"(NOT " NEWER_EXISTS \
-	" AND (e.action OPERATOR(pg_catalog.<>) 'DELETE' OR " OLDER_EXISTS ")" \
-	" AND e.revision OPERATOR(pg_catalog.>) COALESCE(" COMPLETE_AFTER ", 9223372036854775807))"
-
-/*
- * A data-modifying CTE, with compaction off: marks incomplete (complete_after
- * NULL) the organizations orgs_sql returns that are still complete, and
- * returns those it marked.  It locks their rows with SKIP LOCKED first, so
- * it never waits for a publisher (who holds its organization's row until
- * it commits); it then updates only rows it holds.  A deleter removes an
- * organization's lost events only when the organization is marked here or
- * was already: an organization it could not lock keeps them until a later
- * batch, cycle or call.  The marking commits with the deletes, or neither
- * does.  An organization already incomplete in the statement's snapshot
- * is not locked (so that its publishers never wait for retention again);
- * a declare_full_state() of it that commits while the statement runs can
- * therefore be followed by the removal of a latest event above the
- * declared revision.  Such an event has outlived eventhub.retention, while
- * the recipe publishes the full state just before declaring it, so only a
- * retention shorter than that recipe meets this; the next removal of a
- * latest event marks the organization again.
- */
-#define MARK_INCOMPLETE(orgs_sql) \
-	"UPDATE eventhub.organization_states st SET complete_after = NULL" \
-	" WHERE st.organization_id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT lk.organization_id FROM eventhub.organization_states lk" \
-	"  WHERE lk.organization_id IN (" orgs_sql ") AND lk.complete_after IS NOT NULL" \
-	"  FOR NO KEY UPDATE OF lk SKIP LOCKED))" \
-	" RETURNING st.organization_id"
-
-/*
- * Wraps a deleter's condition on e (the events it would delete, before
- * compaction): a statement that deletes them with compaction on (KEEP) or
- * off (ALL) and returns the number of events it deleted and the newest
- * processed_timestamp among them.
- */
-#define COUNT_GONE_KEEP(cond) \
-	"WITH gone AS (DELETE FROM eventhub.events e WHERE " cond REMOVABLE_SQL \
-	" RETURNING e.processed_timestamp)" \
-	" SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone"
-#define COUNT_GONE_ALL(cond) \
-	"WITH marked AS (" MARK_INCOMPLETE("SELECT e.organization_id FROM eventhub.events e" \
-									   " WHERE " cond " AND " LOST_SQL) ")," \
-	" gone AS (DELETE FROM eventhub.events e WHERE " cond \
-	" AND (NOT " LOST_SQL " OR e.organization_id IN (SELECT m.organization_id FROM marked m))" \
-	" RETURNING e.processed_timestamp)" \
-	" SELECT pg_catalog.count(*), pg_catalog.max(processed_timestamp) FROM gone"
-
 PG_FUNCTION_INFO_V1(run_maintenance);
 PG_FUNCTION_INFO_V1(cleanup_events_before);
 PG_FUNCTION_INFO_V1(cleanup_events_range);
@@ -283,9 +198,9 @@ EventhubRetentionNow(EventhubRetention *r)
  * has not applied it, or has applied it last (so that the replica can
  * still check, after a failover, that the event at its cursor has the
  * version it applied), unless it is older than eventhub.max_retention; with
- * compaction on, each live entity's latest event stays too (REMOVABLE_SQL);
- * with it off, an entity's latest event goes only with its organization
- * marked incomplete (MARK_INCOMPLETE).  Rows another deleter holds are
+ * compaction on, each live entity's latest event stays too; with it off,
+ * an entity's latest event goes only with its organization marked
+ * incomplete (statements_retention.c says how).  Rows another deleter holds are
  * skipped, not waited for.
  *
  * The walk is bounded: with compaction on the oldest events are the kept
@@ -305,8 +220,6 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	static EventhubPlan keep_plan;
 	static EventhubPlan all_plan;
 	static uint64 planned_for = 0;	/* the pass keep_plan and all_plan are for */
-	Oid			argtypes[7] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID, TIDOID, INT8OID};
 	Datum		values[7];
 	int64		scan_limit = (int64) batch_size * EVENTHUB_SCAN_FACTOR;
 	int64		deleted;
@@ -315,54 +228,6 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	TupleDesc	desc;
 	bool		isnull;
 	int			ret;
-
-	/*
-	 * walk: the next $7 events in order, with only what the conditions read
-	 * (e, so that they apply to it as to a row of events).  picked: the
-	 * first $2 of them that may go, with, when compaction is off, whether
-	 * removing each loses an entity; the conditions run on a row only when
-	 * the walk gets to it (the subquery with its LIMIT is not flattened),
-	 * so a batch whose first rows may all go looks at no more than it
-	 * deletes.  marked (compaction off): the organizations marked
-	 * incomplete.  gone: the rows deleted, locked with SKIP LOCKED.  ends:
-	 * the walk's length and last row, read (a second, cheap walk without
-	 * the conditions, in the same snapshot) only when fewer than $2 were
-	 * picked.
-	 */
-#define WALK_FROM(columns) \
-	"SELECT " columns " FROM eventhub.events e" \
-	" WHERE e.processed_timestamp OPERATOR(pg_catalog.>=) $5" \
-	" AND e.processed_timestamp OPERATOR(pg_catalog.<) $1" \
-	" AND ROW(e.processed_timestamp, e.ctid) OPERATOR(pg_catalog.>) ROW($5, $6)" \
-	" ORDER BY e.processed_timestamp, e.ctid LIMIT $7"
-#define PICKED(removable, lost) \
-	"WITH picked AS MATERIALIZED (" \
-	" SELECT e.tid, e.processed_timestamp AS ts, e.organization_id AS org, " lost " AS lost" \
-	" FROM (" WALK_FROM("e.ctid AS tid, e.processed_timestamp, e.organization_id, e.event_type," \
-						" e.entity_id, e.revision, e.action") ") e" \
-	" WHERE (e.processed_timestamp OPERATOR(pg_catalog.<) $3 OR NOT EXISTS (" \
-	"  SELECT FROM eventhub.replica_progress p" \
-	"  JOIN eventhub.replicas r ON r.replica_id OPERATOR(pg_catalog.=) p.replica_id" \
-	"  WHERE p.organization_id OPERATOR(pg_catalog.=) e.organization_id" \
-	"  AND p.applied_revision OPERATOR(pg_catalog.<=) e.revision" \
-	"  AND r.last_heartbeat OPERATOR(pg_catalog.>=) $4))" removable \
-	" LIMIT $2)," \
-	" ends AS MATERIALIZED (" \
-	" SELECT w.ts, w.tid, pg_catalog.count(*) OVER () AS n" \
-	" FROM (" WALK_FROM("e.processed_timestamp AS ts, e.ctid AS tid") ") w" \
-	" ORDER BY w.ts DESC, w.tid DESC LIMIT 1)"
-#define GONE(allowed) \
-	" gone AS (DELETE FROM eventhub.events e WHERE e.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT l.ctid FROM eventhub.events l WHERE l.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"   SELECT c.tid FROM picked c WHERE true" allowed "))" \
-	"  FOR UPDATE OF l SKIP LOCKED))" \
-	" RETURNING e.ctid)" \
-	" SELECT (SELECT pg_catalog.count(*) FROM gone), k.n, l.ts, l.tid," \
-	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.n FROM ends x) END," \
-	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.ts FROM ends x) END," \
-	"  CASE WHEN k.n OPERATOR(pg_catalog.<) $2 THEN (SELECT x.tid FROM ends x) END" \
-	" FROM (SELECT pg_catalog.count(*) AS n FROM picked) k" \
-	" LEFT JOIN (SELECT c.ts, c.tid FROM picked c ORDER BY c.ts DESC, c.tid DESC LIMIT 1) l ON true"
 
 	if (planned_for != retention_passes)
 	{
@@ -378,14 +243,9 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	values[5] = PointerGetDatum(&r->resume_tid);
 	values[6] = Int64GetDatum(scan_limit);
 	if (eventhub_compaction)
-		ret = EventhubExecuteAsOwner(&keep_plan, PICKED(REMOVABLE_SQL, "false") "," GONE(""),
-									 7, argtypes, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(&keep_plan, &EventhubSqlRetentionDeleteExpiredBatch, values, NULL, 0);
 	else
-		ret = EventhubExecuteAsOwner(&all_plan,
-									 PICKED("", LOST_SQL) ","
-									 " marked AS (" MARK_INCOMPLETE("SELECT c.org FROM picked c WHERE c.lost") "),"
-									 GONE(" AND (NOT c.lost OR c.org IN (SELECT m.organization_id FROM marked m))"),
-									 7, argtypes, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(&all_plan, &EventhubSqlRetentionDeleteExpiredBatchNoCompaction, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
@@ -428,15 +288,12 @@ int64
 EventhubRemoveStaleReplicas(void)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
 	int			ret;
 
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
-	ret = EventhubExecuteAsOwner(&plan,
-								 "DELETE FROM eventhub.replicas WHERE last_heartbeat OPERATOR(pg_catalog.<) $1",
-								 1, argtypes, values, NULL, 0);
+	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlRetentionRemoveStaleReplicas, values, NULL, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "eventhub: removing stale replicas failed: %s",
 			 SPI_result_code_string(ret));
@@ -478,14 +335,13 @@ run_maintenance(PG_FUNCTION_ARGS)
 }
 
 /*
- * Runs one of a cleanup_events' two deletes on eventhub.events, keep_sql
- * with compaction on and all_sql with it off, planned afresh (ForgetPlan),
+ * Runs one of a cleanup_events' two deletes on eventhub.events, keep
+ * with compaction on and all with it off, planned afresh (ForgetPlan),
  * and returns the number of rows deleted.
  */
 static int64
-DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
-			 EventhubPlan *all_cache, const char *all_sql,
-			 int nargs, Oid *argtypes, Datum *values)
+DeleteEvents(EventhubPlan *keep_cache, const EventhubStatement *keep,
+			 EventhubPlan *all_cache, const EventhubStatement *all, Datum *values)
 {
 	int			ret;
 	int64		deleted;
@@ -496,9 +352,9 @@ DeleteEvents(EventhubPlan *keep_cache, const char *keep_sql,
 	ForgetPlan(keep_cache);
 	ForgetPlan(all_cache);
 	if (eventhub_compaction)
-		ret = EventhubExecuteAsOwner(keep_cache, keep_sql, nargs, argtypes, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(keep_cache, keep, values, NULL, 0);
 	else
-		ret = EventhubExecuteAsOwner(all_cache, all_sql, nargs, argtypes, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(all_cache, all, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting events failed: %s", SPI_result_code_string(ret));
 	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -518,7 +374,6 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan keep_plan;
 	static EventhubPlan all_plan;
-	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
 
 	if (PG_ARGISNULL(0))
@@ -526,11 +381,8 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("older_than must not be null")));
 	values[0] = PG_GETARG_DATUM(0);
-#define BEFORE_COND \
-	"e.processed_timestamp OPERATOR(pg_catalog.<) $1"
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE_KEEP(BEFORE_COND),
-								 &all_plan, COUNT_GONE_ALL(BEFORE_COND),
-								 1, argtypes, values));
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, &EventhubSqlRetentionCleanupBefore,
+								 &all_plan, &EventhubSqlRetentionCleanupBeforeNoCompaction, values));
 }
 
 /*
@@ -545,7 +397,6 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan keep_plan;
 	static EventhubPlan all_plan;
-	Oid			argtypes[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[3];
 
 	if (PG_ARGISNULL(0))
@@ -567,13 +418,8 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
 	values[2] = PG_GETARG_DATUM(2);
-#define RANGE_COND \
-	"e.organization_id OPERATOR(pg_catalog.=) $1" \
-	" AND e.processed_timestamp OPERATOR(pg_catalog.>=) $2" \
-	" AND e.processed_timestamp OPERATOR(pg_catalog.<) $3"
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE_KEEP(RANGE_COND),
-								 &all_plan, COUNT_GONE_ALL(RANGE_COND),
-								 3, argtypes, values));
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, &EventhubSqlRetentionCleanupRange,
+								 &all_plan, &EventhubSqlRetentionCleanupRangeNoCompaction, values));
 }
 
 /*
@@ -588,7 +434,6 @@ cleanup_events_before_revision(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan keep_plan;
 	static EventhubPlan all_plan;
-	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -603,10 +448,6 @@ cleanup_events_before_revision(PG_FUNCTION_ARGS)
 				 errhint("Revisions start at 1: before_revision 1 deletes nothing, the head revision plus one deletes every kept event.")));
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-#define REVISION_COND \
-	"e.organization_id OPERATOR(pg_catalog.=) $1" \
-	" AND e.revision OPERATOR(pg_catalog.<) $2"
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, COUNT_GONE_KEEP(REVISION_COND),
-								 &all_plan, COUNT_GONE_ALL(REVISION_COND),
-								 2, argtypes, values));
+	PG_RETURN_INT64(DeleteEvents(&keep_plan, &EventhubSqlRetentionCleanupBeforeRevision,
+								 &all_plan, &EventhubSqlRetentionCleanupBeforeRevisionNoCompaction, values));
 }

@@ -74,15 +74,10 @@ static void
 ReadOrgHead(Datum org, OrgHead *head)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[1] = {TEXTOID};
 	int			ret;
 
 	memset(head, 0, sizeof(*head));
-	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan,
-												   "SELECT s.revision, s.version_id, s.complete_after"
-												   " FROM eventhub.organization_states s"
-												   " WHERE s.organization_id OPERATOR(pg_catalog.=) $1",
-												   1, argtypes),
+	ret = SPI_execute_plan(EventhubKeptGenericPlan(&plan, &EventhubSqlSnapshotHead),
 						   &org, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading the head failed: %s", SPI_result_code_string(ret));
@@ -177,7 +172,6 @@ Datum
 declare_full_state(PG_FUNCTION_ARGS)
 {
 	static EventhubPlan plan;
-	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
 	Datum		org;
 	int64		after;
@@ -204,12 +198,7 @@ declare_full_state(PG_FUNCTION_ARGS)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	values[0] = org;
 	values[1] = Int64GetDatum(after);
-	ret = EventhubExecuteAsOwner(&plan,
-								 "UPDATE eventhub.organization_states s"
-								 " SET complete_after = $2"
-								 " WHERE s.organization_id OPERATOR(pg_catalog.=) $1"
-								 " RETURNING s.revision",
-								 2, argtypes, values, NULL, 0);
+	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlSnapshotDeclareFullState, values, NULL, 0);
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "eventhub: declaring the full state failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 1)
@@ -338,7 +327,6 @@ snapshot_entities(PG_FUNCTION_ARGS)
 	static EventhubPlan first_plan;
 	static EventhubPlan next_plan;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			argtypes[4] = {TEXTOID, INT8OID, TEXTOID, TEXTOID};
 	Datum		org;
 	int64		at_revision;
 	bool		keyset;
@@ -402,24 +390,9 @@ snapshot_entities(PG_FUNCTION_ARGS)
 				 errhint("Read the snapshot's pages in one REPEATABLE READ transaction.")));
 
 	if (keyset)
-		plan = EventhubKeptFastPlan(&next_plan,
-									"SELECT e.event_type, e.entity_id, e.revision, e.version_id,"
-									" e.action, e.event_data, e.originated_timestamp"
-									" FROM eventhub.events e"
-									" WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
-									" AND e.revision OPERATOR(pg_catalog.>) $2"
-									" AND (e.event_type, e.entity_id) OPERATOR(pg_catalog.>) ($3, $4)"
-									" ORDER BY e.event_type, e.entity_id, e.revision",
-									4, argtypes);
+		plan = EventhubKeptFastPlan(&next_plan, &EventhubSqlSnapshotEntitiesNext);
 	else
-		plan = EventhubKeptFastPlan(&first_plan,
-									"SELECT e.event_type, e.entity_id, e.revision, e.version_id,"
-									" e.action, e.event_data, e.originated_timestamp"
-									" FROM eventhub.events e"
-									" WHERE e.organization_id OPERATOR(pg_catalog.=) $1"
-									" AND e.revision OPERATOR(pg_catalog.>) $2"
-									" ORDER BY e.event_type, e.entity_id, e.revision",
-									2, argtypes);
+		plan = EventhubKeptFastPlan(&first_plan, &EventhubSqlSnapshotEntitiesFirst);
 
 	params = makeParamList(keyset ? 4 : 2);
 	SetParam(params, 0, org, TEXTOID);

@@ -347,15 +347,13 @@ static void
 TerminateStalled(HeapTuple tuple, TupleDesc desc, int pid, long secs, const char *xmin)
 {
 	Datum		pidarg = Int32GetDatum(pid);
-	Oid			pidtype = INT4OID;
 	char	   *user = SPI_getvalue(tuple, desc, 4);
 	char	   *app = SPI_getvalue(tuple, desc, 5);
 	char	   *client = SPI_getvalue(tuple, desc, 6);
 	bool		isnull;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT pg_catalog.pg_terminate_backend($1)",
-								1, &pidtype, &pidarg, NULL, false, 1);
+	ret = EventhubExecuteOnce(&EventhubSqlWorkerTerminateSession, &pidarg, NULL, false, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: terminating a session failed: %s", SPI_result_code_string(ret));
 	/* Signalled: done, whatever becomes of this transaction. */
@@ -384,7 +382,6 @@ TerminateStalled(HeapTuple tuple, TupleDesc desc, int pid, long secs, const char
 static void
 CheckStalledClients(void)
 {
-	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
 	TimestampTz now = GetCurrentTimestamp();
 	StalledSession *seen;
@@ -398,15 +395,7 @@ CheckStalledClients(void)
 											ALLOCSET_SMALL_SIZES);
 
 	BeginWork("eventhub: looking for stalled client sessions");
-	ret = SPI_execute_with_args("SELECT pid, backend_start, backend_xmin::pg_catalog.text,"
-								" usename, application_name, client_addr::pg_catalog.text"
-								" FROM pg_catalog.pg_stat_activity"
-								" WHERE datid OPERATOR(pg_catalog.=) $1"
-								" AND backend_type OPERATOR(pg_catalog.=) 'client backend'"
-								" AND state OPERATOR(pg_catalog.=) 'idle'"
-								" AND wait_event_type OPERATOR(pg_catalog.=) 'Client'"
-								" AND wait_event OPERATOR(pg_catalog.=) 'ClientWrite'",
-								1, argtypes, values, NULL, true, 0);
+	ret = EventhubExecuteOnce(&EventhubSqlWorkerStalledSessions, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: reading pg_stat_activity failed: %s", SPI_result_code_string(ret));
 

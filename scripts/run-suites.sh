@@ -26,17 +26,20 @@ if want unit && [ -x client/test_unit ]; then
 	fi
 fi
 
-# The server extension's files call one way (extension/check_layers.sh,
-# from its object files and #include lines): one test, its lines as comments.
+# The server extension's build checks, one test each, their lines as
+# comments: its files call one way (check_layers.sh), and
+# eventhub.statements() lists every statement it runs (check_statements.sh).
 if want unit; then
-	sh extension/check_layers.sh >out/extension_layers.log 2>&1
-	status=$?
-	sed 's/^/# /' out/extension_layers.log
-	if [ $status -eq 0 ]; then
-		tally_ok "build: the extension's files call one way (eventhub.c's layer order)"
-	else
-		tally_not_ok "build: the extension's files call one way (eventhub.c's layer order)"
-	fi
+	for check in check_layers check_statements; do
+		sh "extension/$check.sh" >"out/extension_$check.log" 2>&1
+		status=$?
+		sed 's/^/# /' "out/extension_$check.log"
+		if [ $status -eq 0 ]; then
+			tally_ok "build: extension/$check.sh"
+		else
+			tally_not_ok "build: extension/$check.sh"
+		fi
+	done
 fi
 
 # The Prometheus rules, their unit tests and the metric names they use

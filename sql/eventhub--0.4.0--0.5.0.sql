@@ -171,3 +171,17 @@ COMMENT ON FUNCTION eventhub.snapshot_head(text) IS
 'Returns the head revision and version id a snapshot of the organization is read at, in the caller''s snapshot: (0, NULL) for an organization never registered, (0, its version id) for one registered without events. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state (organization_states.complete_after NULL: see eventhub.declare_full_state()). Read it and the snapshot''s pages in one REPEATABLE READ transaction, then continue with events_since from that head.';
 COMMENT ON FUNCTION eventhub.snapshot_entities(text, bigint, text, text, integer, integer, uuid) IS
 'Returns one page of the organization''s snapshot at head at_revision: each live entity''s latest event, in (event_type, entity_id) byte order, after (after_event_type, after_entity_id) when given (the last row of the previous page). A page holds max_entities rows, or fewer once their stored size reaches max_bytes: a page with no rows ends the snapshot, and so does one with fewer than max_entities rows when max_bytes is NULL. Raises SQLSTATE ZE004 when the organization''s latest events are not its full state, and ZE005 when its head is no longer at_revision (and at_version): read snapshot_head and the pages in one REPEATABLE READ transaction.';
+
+-- Every statement the extension's C code runs, for review and debugging
+-- (extension/statements.c): a reviewer reads, PREPAREs and EXPLAINs each.
+-- Not granted to PUBLIC.
+CREATE FUNCTION eventhub.statements()
+RETURNS TABLE (name text, statement text, argument_types regtype[])
+AS 'MODULE_PATHNAME', 'statements'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 50
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.statements() IS
+'Every SQL statement eventhub''s functions and background workers run: its name (module.statement), its text, and the types of its parameters ($1, $2, ...), so that each can be read, prepared and explained. For review and debugging; not granted to PUBLIC.';
+
+REVOKE ALL ON FUNCTION eventhub.statements() FROM PUBLIC;

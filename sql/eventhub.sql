@@ -620,6 +620,18 @@ SET jit = off;
 COMMENT ON FUNCTION eventhub.metrics() IS
 'Metrics in Prometheus'' data model, one row per series: name (eventhub_...), labels (a JSON object of strings, {} when none; per-replica series carry {"replica": "<replica id>"}), type (counter or gauge), help and value. Counters (_total) count since the server started (they need the library preloaded, else 0); no series is per organization. Under access control, replicas and organizations as replica_status shows them to the calling role.';
 
+-- Every statement the extension's C code runs, for review and debugging
+-- (extension/statements.c): a reviewer reads, PREPAREs and EXPLAINs each.
+-- Not granted to PUBLIC.
+CREATE FUNCTION eventhub.statements()
+RETURNS TABLE (name text, statement text, argument_types regtype[])
+AS 'MODULE_PATHNAME', 'statements'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 50
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION eventhub.statements() IS
+'Every SQL statement eventhub''s functions and background workers run: its name (module.statement), its text, and the types of its parameters ($1, $2, ...), so that each can be read, prepared and explained. For review and debugging; not granted to PUBLIC.';
+
 --
 -- Row-level security: a role sees the rows of the organizations it may
 -- read (all of them while access control is off).  There is no policy for
