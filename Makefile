@@ -12,6 +12,7 @@ OBJS = \
 	extension/common.o \
 	extension/eventhub.o \
 	extension/guard.o \
+	extension/heartbeat_args.o \
 	extension/metrics.o \
 	extension/metrics_report.o \
 	extension/notifier.o \

@@ -32,6 +32,7 @@
  *	  layer: read.c			events_since and transactions_since, the read
  *							cursor
  *	  layer: snapshot.c		snapshot_head, snapshot_entities, declare_full_state
+ *	  layer: heartbeat_args.c what a heartbeat reports, checked
  *	  layer: replicas.c		the replica registry: heartbeat and its kin
  *	  layer: retention.c	deleting expired events: run_maintenance,
  *							cleanup_events

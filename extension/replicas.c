@@ -12,7 +12,6 @@
  */
 #include "postgres.h"
 
-#include <ctype.h>
 
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -26,279 +25,18 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
-#include "utils/numeric.h"
 #include "utils/uuid.h"
 
 #include "common.h"
 #include "guard.h"
 #include "access.h"
+#include "heartbeat_args.h"
 #include "replicas.h"
-
-/*
- * What a heartbeat may carry.  Each goes into replica_status and the CLI's
- * output, once per replica (labels, version) or per replica and
- * organization (config_hash): the limits keep a replica following 100,000
- * organizations to megabytes there.  A hash is 64 hex digits for SHA-256;
- * 256 bytes leaves room for a prefix or SHA-512 in hex.
- */
-#define MAX_LABELS_BYTES 4096	/* as JSON text, labels::text */
-#define MAX_VERSION_BYTES 256
-#define MAX_CONFIG_HASH_BYTES 256
 
 PG_FUNCTION_INFO_V1(heartbeat);
 PG_FUNCTION_INFO_V1(deregister_replica);
 PG_FUNCTION_INFO_V1(remove_replica);
 PG_FUNCTION_INFO_V1(replica_visible);
-
-/* One organization of a heartbeat's progress, checked. */
-typedef struct ProgressEntry
-{
-	char	   *org;
-	int64		revision;
-	Datum		version;		/* uuid, or 0 */
-	Datum		config_hash;	/* text, or 0 */
-} ProgressEntry;
-
-/*
- * Whether a JSON string is a UUID in a form uuid_in accepts: 32 hex digits,
- * a hyphen allowed after any group of four, optionally in braces.
- */
-static bool
-LooksLikeUuid(const char *s, int len)
-{
-	int			digits = 0;
-	int			i = 0;
-
-	if (len >= 2 && s[0] == '{' && s[len - 1] == '}')
-	{
-		i = 1;
-		len--;
-	}
-	for (; i < len; i++)
-	{
-		if (isxdigit((unsigned char) s[i]))
-			digits++;
-		else if (s[i] != '-' || digits == 0 || digits % 4 != 0 || i + 1 == len || s[i + 1] == '-')
-			return false;
-	}
-	return digits == 32;
-}
-
-/*
- * Converts a JSON number to an int64 if it is written as an integer (no
- * fraction: 5 or 5e0, not 5.0) and in range.
- */
-static bool
-NumericToInt64(Numeric n, int64 *out)
-{
-	Datum		d = NumericGetDatum(n);
-
-	if (DatumGetInt32(DirectFunctionCall1(numeric_scale, d)) != 0 ||
-		DatumGetBool(DirectFunctionCall2(numeric_gt, d,
-										 NumericGetDatum(int64_to_numeric(PG_INT64_MAX)))) ||
-		DatumGetBool(DirectFunctionCall2(numeric_lt, d,
-										 NumericGetDatum(int64_to_numeric(PG_INT64_MIN)))))
-		return false;
-	*out = DatumGetInt64(DirectFunctionCall1(numeric_int8, d));
-	return true;
-}
-
-/*
- * Converts a JSON string of decimal digits ("42") to an int64: drivers that
- * return bigint columns as strings (JavaScript's, for one) hand the
- * revision back that way.  Nothing else passes: no sign, space, fraction
- * or exponent, nothing out of range.
- */
-static bool
-DigitsToInt64(const char *s, int len, int64 *out)
-{
-	int64		value = 0;
-
-	if (len == 0)
-		return false;
-	for (int i = 0; i < len; i++)
-	{
-		int			digit = s[i] - '0';
-
-		if (s[i] < '0' || s[i] > '9' || value > (PG_INT64_MAX - digit) / 10)
-			return false;
-		value = value * 10 + digit;
-	}
-	*out = value;
-	return true;
-}
-
-/* Renders a JSON value for an error message. */
-static char *
-JsonbValueText(JsonbValue *v)
-{
-	Jsonb	   *j = JsonbValueToJsonb(v);
-
-	return JsonbToCString(NULL, &j->root, VARSIZE(j));
-}
-
-/*
- * Checks one organization's progress object and fills *e from it.
- */
-static void
-ParseProgressEntry(const char *org, JsonbValue *value, ProgressEntry *e)
-{
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	bool		have_revision = false;
-
-	if (value->type != jbvBinary || !JsonContainerIsObject(value->val.binary.data))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("progress of organization \"%s\" must be a JSON object", org),
-				 errhint("Pass {\"revision\": <applied revision>, \"version_id\": \"<uuid>\", \"config_hash\": \"<hash>\"}.")));
-
-	e->org = pstrdup(org);
-	e->version = (Datum) 0;
-	e->config_hash = (Datum) 0;
-	it = JsonbIteratorInit(value->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		char	   *key;
-
-		if (tok != WJB_KEY)
-			continue;
-		key = pnstrdup(v.val.string.val, v.val.string.len);
-		tok = JsonbIteratorNext(&it, &v, true);
-		Assert(tok == WJB_VALUE);
-		if (strcmp(key, "revision") == 0)
-		{
-			if (!(v.type == jbvNumeric && NumericToInt64(v.val.numeric, &e->revision)) &&
-				!(v.type == jbvString && DigitsToInt64(v.val.string.val, v.val.string.len, &e->revision)))
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("revision of organization \"%s\" must be an integer", org),
-						 errdetail("It is %s.", JsonbValueText(&v)),
-						 errhint("Pass a JSON number, or a string of decimal digits such as \"42\".")));
-			if (e->revision < 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("revision of organization \"%s\" must not be negative", org),
-						 errdetail("It is %s.", JsonbValueText(&v))));
-			have_revision = true;
-		}
-		else if (strcmp(key, "version_id") == 0)
-		{
-			if (v.type == jbvString && LooksLikeUuid(v.val.string.val, v.val.string.len))
-				e->version = DirectFunctionCall1(uuid_in,
-												 CStringGetDatum(pnstrdup(v.val.string.val,
-																		  v.val.string.len)));
-			else if (v.type != jbvNull)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("version_id of organization \"%s\" must be a UUID string", org),
-						 errdetail("It is %s.", JsonbValueText(&v))));
-		}
-		else if (strcmp(key, "config_hash") == 0)
-		{
-			if (v.type == jbvString && v.val.string.len > MAX_CONFIG_HASH_BYTES)
-				ereport(ERROR,
-						(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-						 errmsg("config_hash of organization \"%s\" is too long", org),
-						 errdetail("It is %d bytes long; the limit is %d bytes.",
-								   v.val.string.len, MAX_CONFIG_HASH_BYTES),
-						 errhint("Report a hash of the configuration, not the configuration.")));
-			if (v.type == jbvString)
-				e->config_hash = PointerGetDatum(cstring_to_text_with_len(v.val.string.val,
-																		  v.val.string.len));
-			else if (v.type != jbvNull)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("config_hash of organization \"%s\" must be a string", org)));
-		}
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown key \"%s\" in progress of organization \"%s\"", key, org),
-					 errhint("The keys are revision, version_id and config_hash.")));
-	}
-	if (!have_revision)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("progress of organization \"%s\" has no revision", org)));
-}
-
-/*
- * Checks a heartbeat's progress argument, and the caller's read privilege
- * on every organization in it.  Returns the entries; *count gets how many.
- */
-static ProgressEntry *
-ParseProgress(Jsonb *progress, int *count)
-{
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	ProgressEntry *entries;
-	int			n = 0;
-	Oid			caller = EventhubCallingRole();
-
-	if (!JB_ROOT_IS_OBJECT(progress))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("progress must be a JSON object"),
-				 errhint("Pass {\"<organization>\": {\"revision\": <applied revision>, \"version_id\": \"<uuid>\", \"config_hash\": \"<hash>\"}, ...}.")));
-
-	entries = palloc0(sizeof(ProgressEntry) * Max(JB_ROOT_COUNT(progress), 1));
-	it = JsonbIteratorInit(&progress->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		char	   *org;
-		int			len;
-
-		if (tok != WJB_KEY)
-			continue;
-		CHECK_FOR_INTERRUPTS();
-		len = v.val.string.len;
-		if (len == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("organization id in progress must not be empty")));
-		if (len > EVENTHUB_MAX_ID_BYTES)
-			ereport(ERROR,
-					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-					 errmsg("organization id in progress is too long"),
-					 errdetail("It is %d bytes long; the limit is %d bytes.", len, EVENTHUB_MAX_ID_BYTES)));
-		org = pnstrdup(v.val.string.val, len);
-		if (!EventhubHasOrgPrivilege(caller, org, len, EVENTHUB_PRIV_READ))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied to read organization \"%s\"", org),
-					 errhint("A replica reports progress only for organizations its role may read.")));
-		tok = JsonbIteratorNext(&it, &v, true);
-		Assert(tok == WJB_VALUE);
-		ParseProgressEntry(org, &v, &entries[n++]);
-	}
-	*count = n;
-	return entries;
-}
-
-/*
- * Checks a heartbeat's labels: a JSON object of at most MAX_LABELS_BYTES
- * as text.
- */
-static void
-CheckLabels(Jsonb *labels)
-{
-	int			len;
-
-	if (!JB_ROOT_IS_OBJECT(labels))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("labels must be a JSON object")));
-	len = strlen(JsonbToCString(NULL, &labels->root, VARSIZE(labels)));
-	if (len > MAX_LABELS_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("labels are too long"),
-				 errdetail("They are %d bytes long as JSON text; the limit is %d bytes.",
-						   len, MAX_LABELS_BYTES)));
-}
 
 /*
  * Builds a one-dimensional array of n datums of type elemtype; with
@@ -406,36 +144,18 @@ RecordConfigSplits(Datum replica_id, SPITupleTable *changed, uint64 n)
 }
 
 /*
- * Records a checked heartbeat.  The caller has connected to SPI.
+ * Refuses a heartbeat that reports a revision above its organization's
+ * head (orgs and revs: arrays of the reported organizations and
+ * revisions), in one query for them all.
  */
 static void
-RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
-				bool version_null, ProgressEntry *entries, int n)
+CheckHeads(Datum orgs, Datum revs)
 {
-	static EventhubPlan head_plan;
-	static EventhubPlan replica_plan;
-	static EventhubPlan progress_plan;
-	Datum	   *orgs = palloc(sizeof(Datum) * Max(n, 1));
-	Datum	   *revs = palloc(sizeof(Datum) * Max(n, 1));
-	Datum	   *versions = palloc(sizeof(Datum) * Max(n, 1));
-	Datum	   *hashes = palloc(sizeof(Datum) * Max(n, 1));
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
-	bool		isnull;
+	static EventhubPlan plan;
+	Datum		values[2] = {orgs, revs};
 	int			ret;
 
-	for (int i = 0; i < n; i++)
-	{
-		orgs[i] = CStringGetTextDatum(entries[i].org);
-		revs[i] = Int64GetDatum(entries[i].revision);
-		versions[i] = entries[i].version;
-		hashes[i] = entries[i].config_hash;
-	}
-
-	/* No revision above its organization's head: one query for them all. */
-	values[0] = MakeArray(orgs, n, TEXTOID, false);
-	values[1] = MakeArray(revs, n, INT8OID, false);
-	ret = SPI_execute_plan(EventhubKeptPlan(&head_plan, &EventhubSqlReplicasHeadsExceeded),
+	ret = SPI_execute_plan(EventhubKeptPlan(&plan, &EventhubSqlReplicasHeadsExceeded),
 						   values, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "eventhub: checking heartbeat revisions failed: %s", SPI_result_code_string(ret));
@@ -448,15 +168,28 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 				 errdetail("The head revision is %s.",
 						   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3)),
 				 errhint("Report the revision of the last event applied, from this database.")));
+}
 
-	/* Register or refresh the replica; it must be the caller's. */
+/*
+ * Registers or refreshes the replica; it must be the caller's.
+ */
+static void
+RegisterReplica(Datum replica_id, Datum labels, bool labels_null, Datum version,
+				bool version_null)
+{
+	static EventhubPlan plan;
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	bool		isnull;
+	int			ret;
+
 	values[0] = replica_id;
 	values[1] = labels;
 	nulls[1] = labels_null ? 'n' : ' ';
 	values[2] = version;
 	nulls[2] = version_null ? 'n' : ' ';
 	values[3] = ObjectIdGetDatum(EventhubCallingRole());
-	ret = SPI_execute_plan(EventhubKeptPlan(&replica_plan, &EventhubSqlReplicasRegisterReplica),
+	ret = SPI_execute_plan(EventhubKeptPlan(&plan, &EventhubSqlReplicasRegisterReplica),
 						   values, nulls, false, 1);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "eventhub: registering a replica failed: %s", SPI_result_code_string(ret));
@@ -464,6 +197,34 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	CheckReplicaOwner(replica_id,
 					  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 													 SPI_tuptable->tupdesc, 1, &isnull)));
+}
+
+/*
+ * Records a checked heartbeat.  The caller has connected to SPI.
+ */
+static void
+RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
+				bool version_null, ProgressEntry *entries, int n)
+{
+	static EventhubPlan progress_plan;
+	Datum	   *orgs = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *revs = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *versions = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *hashes = palloc(sizeof(Datum) * Max(n, 1));
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	int			ret;
+
+	for (int i = 0; i < n; i++)
+	{
+		orgs[i] = CStringGetTextDatum(entries[i].org);
+		revs[i] = Int64GetDatum(entries[i].revision);
+		versions[i] = entries[i].version;
+		hashes[i] = entries[i].config_hash;
+	}
+
+	CheckHeads(MakeArray(orgs, n, TEXTOID, false), MakeArray(revs, n, INT8OID, false));
+	RegisterReplica(replica_id, labels, labels_null, version, version_null);
 
 	if (n == 0)
 		return;
@@ -472,7 +233,6 @@ RecordHeartbeat(Datum replica_id, Datum labels, bool labels_null, Datum version,
 	values[2] = MakeArray(revs, n, INT8OID, false);
 	values[3] = MakeArray(versions, n, UUIDOID, true);
 	values[4] = MakeArray(hashes, n, TEXTOID, true);
-	memset(nulls, ' ', sizeof(nulls));
 
 	/*
 	 * up: the upsert, with the organization's head as of now (NULL for one
@@ -545,14 +305,14 @@ heartbeat(PG_FUNCTION_ARGS)
 				 errmsg("progress must not be null"),
 				 errhint("Pass '{}' for a replica that follows no organization.")));
 	if (!PG_ARGISNULL(2))
-		CheckLabels(PG_GETARG_JSONB_P(2));
-	if (!PG_ARGISNULL(3) && VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)) > MAX_VERSION_BYTES)
+		EventhubCheckLabels(PG_GETARG_JSONB_P(2));
+	if (!PG_ARGISNULL(3) && VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)) > EVENTHUB_MAX_VERSION_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
 				 errmsg("version is too long"),
 				 errdetail("It is %d bytes long; the limit is %d bytes.",
-						   (int) VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)), MAX_VERSION_BYTES)));
-	entries = ParseProgress(PG_GETARG_JSONB_P(1), &n);
+						   (int) VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)), EVENTHUB_MAX_VERSION_BYTES)));
+	entries = EventhubParseProgress(PG_GETARG_JSONB_P(1), &n);
 
 	h.replica_id = replica_id;
 	h.labels = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);

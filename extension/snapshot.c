@@ -302,42 +302,12 @@ EntitiesDestroy(DestReceiver *self)
 }
 
 /*
- * snapshot_entities(organization_id, at_revision, after_event_type,
- *     after_entity_id, max_entities, max_bytes, at_version)
- *   -> TABLE (event_type, entity_id, revision, version_id, action,
- *             event_data, originated_timestamp)
- *
- * One page of the organization's snapshot at head at_revision: each live
- * entity's latest event above complete_after, in (event_type, entity_id)
- * byte order, after the keyset (after_event_type, after_entity_id) when
- * given.  A page holds max_entities rows, or fewer once their stored size
- * reaches max_bytes (never none).  A page with no rows ends the snapshot,
- * and so does one short of max_entities when max_bytes is NULL; a client
- * cannot tell a page cut by max_bytes from the last (the size counted is
- * the stored one).
- * ZE004 when the organization's latest events are not its full state, ZE005
- * when its head is no longer at_revision (and at_version): read the pages
- * in one REPEATABLE READ transaction.  Runs as the caller, with the
- * caller's privileges and row-level security; memory holds one page and
- * one row.
+ * Checks snapshot_entities' arguments; returns max_entities.
  */
-Datum
-snapshot_entities(PG_FUNCTION_ARGS)
+static int32
+CheckEntitiesArgs(FunctionCallInfo fcinfo)
 {
-	static EventhubPlan first_plan;
-	static EventhubPlan next_plan;
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		org;
-	int64		at_revision;
-	bool		keyset;
 	int32		max_entities;
-	int64		max_bytes;
-	OrgHead		head;
-	EntitiesReceiver receiver;
-	SPIExecuteOptions options;
-	ParamListInfo params;
-	SPIPlanPtr	plan;
-	int			ret;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -357,37 +327,54 @@ snapshot_entities(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("after_event_type and after_entity_id must be given together"),
 				 errhint("Pass both from the last row of the previous page, or neither for the first page.")));
-	org = PG_GETARG_DATUM(0);
-	at_revision = PG_GETARG_INT64(1);
-	keyset = !PG_ARGISNULL(2);
 	max_entities = PG_GETARG_INT32(4);
 	if (max_entities <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_entities must be greater than zero"),
 				 errdetail("max_entities is %d.", max_entities)));
-	max_bytes = EventhubMaxBytesArgument(fcinfo, 5);
-	/* Before anything is read: the answer must not tell whether it exists. */
-	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
+	return max_entities;
+}
 
-	EventhubInitResultStore(fcinfo);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eventhub: SPI_connect failed");
-
-	ReadOrgHead(org, &head);
-	if (at_revision != head.revision ||
+/*
+ * Refuses a page when the organization's head is no longer at_revision
+ * (and at_version, when given: argument 6).
+ */
+static void
+CheckHeadUnmoved(FunctionCallInfo fcinfo, Datum org, int64 at_revision, const OrgHead *head)
+{
+	if (at_revision != head->revision ||
 		(!PG_ARGISNULL(6) &&
-		 (!head.version_known || memcmp(PG_GETARG_UUID_P(6), &head.version, sizeof(pg_uuid_t)) != 0)))
+		 (!head->version_known || memcmp(PG_GETARG_UUID_P(6), &head->version, sizeof(pg_uuid_t)) != 0)))
 		ereport(ERROR,
 				(errcode(MAKE_SQLSTATE('Z', 'E', '0', '0', '5')),
 				 errmsg("organization \"%s\" moved during the snapshot", TextDatumGetCString(org)),
-				 at_revision != head.revision ?
+				 at_revision != head->revision ?
 				 errdetail("The snapshot was read at revision " INT64_FORMAT "; the head is now " INT64_FORMAT ".",
-						   at_revision, head.revision) :
+						   at_revision, head->revision) :
 				 errdetail("The head is at revision " INT64_FORMAT " with another version than at_version.",
-						   head.revision),
+						   head->revision),
 				 errhint("Read the snapshot's pages in one REPEATABLE READ transaction.")));
+}
+
+/*
+ * Reads one page of entities from complete_after on (after the keyset of
+ * arguments 2 and 3 when given) into the function's result.  The caller
+ * has connected to SPI.
+ */
+static void
+ReadEntitiesPage(FunctionCallInfo fcinfo, Datum org, int64 complete_after,
+				 int32 max_entities, int64 max_bytes)
+{
+	static EventhubPlan first_plan;
+	static EventhubPlan next_plan;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		keyset = !PG_ARGISNULL(2);
+	EntitiesReceiver receiver;
+	SPIExecuteOptions options;
+	ParamListInfo params;
+	SPIPlanPtr	plan;
+	int			ret;
 
 	if (keyset)
 		plan = EventhubKeptFastPlan(&next_plan, &EventhubSqlSnapshotEntitiesNext);
@@ -396,7 +383,7 @@ snapshot_entities(PG_FUNCTION_ARGS)
 
 	params = makeParamList(keyset ? 4 : 2);
 	SetParam(params, 0, org, TEXTOID);
-	SetParam(params, 1, Int64GetDatum(head.complete_after), INT8OID);
+	SetParam(params, 1, Int64GetDatum(complete_after), INT8OID);
 	if (keyset)
 	{
 		SetParam(params, 2, PG_GETARG_DATUM(2), TEXTOID);
@@ -424,6 +411,47 @@ snapshot_entities(PG_FUNCTION_ARGS)
 	if (receiver.have_held && !receiver.full)
 		EmitHeld(&receiver);
 	ExecDropSingleTupleTableSlot(receiver.held);
+}
+
+/*
+ * snapshot_entities(organization_id, at_revision, after_event_type,
+ *     after_entity_id, max_entities, max_bytes, at_version)
+ *   -> TABLE (event_type, entity_id, revision, version_id, action,
+ *             event_data, originated_timestamp)
+ *
+ * One page of the organization's snapshot at head at_revision: each live
+ * entity's latest event above complete_after, in (event_type, entity_id)
+ * byte order, after the keyset (after_event_type, after_entity_id) when
+ * given.  A page holds max_entities rows, or fewer once their stored size
+ * reaches max_bytes (never none).  A page with no rows ends the snapshot,
+ * and so does one short of max_entities when max_bytes is NULL; a client
+ * cannot tell a page cut by max_bytes from the last (the size counted is
+ * the stored one).
+ * ZE004 when the organization's latest events are not its full state, ZE005
+ * when its head is no longer at_revision (and at_version): read the pages
+ * in one REPEATABLE READ transaction.  Runs as the caller, with the
+ * caller's privileges and row-level security; memory holds one page and
+ * one row.
+ */
+Datum
+snapshot_entities(PG_FUNCTION_ARGS)
+{
+	int32		max_entities = CheckEntitiesArgs(fcinfo);
+	Datum		org = PG_GETARG_DATUM(0);
+	int64		at_revision = PG_GETARG_INT64(1);
+	int64		max_bytes = EventhubMaxBytesArgument(fcinfo, 5);
+	OrgHead		head;
+
+	/* Before anything is read: the answer must not tell whether it exists. */
+	EventhubCheckOrgPrivilege(org, EVENTHUB_PRIV_READ);
+
+	EventhubInitResultStore(fcinfo);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	ReadOrgHead(org, &head);
+	CheckHeadUnmoved(fcinfo, org, at_revision, &head);
+	ReadEntitiesPage(fcinfo, org, head.complete_after, max_entities, max_bytes);
 	SPI_finish();
 	return (Datum) 0;
 }
