@@ -12,7 +12,6 @@
  */
 #include "postgres.h"
 
-
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
