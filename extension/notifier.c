@@ -278,6 +278,96 @@ SealEvents(PendingNotify *p)
 }
 
 /*
+ * Takes up to NOTIFIER_BATCH announcements from the queue into pending,
+ * one entry per organization (in order, n of them), keeping the last
+ * version of each.  Returns how many it took; *n gets the organizations.
+ */
+static int
+TakeQueued(int *n)
+{
+	int			taken = 0;
+	EventhubAnnouncement a;
+	bool		ours;
+
+	*n = 0;
+	for (; taken < NOTIFIER_BATCH && EventhubQueuePop(&a, &ours); taken++)
+	{
+		PendingNotify *p;
+		bool		found;
+
+		if (!ours)
+			continue;
+		p = hash_search(pending, a.token, HASH_ENTER, &found);
+		if (!found)
+		{
+			order[(*n)++] = p;
+			p->sealable = a.orglen >= 0;
+			p->first = a.first_revision;
+			p->orglen = Max(a.orglen, 0);
+			memcpy(p->org, a.org, p->orglen);
+		}
+		else if (a.first_revision != p->last + 1)
+			p->sealable = false;	/* an announcement between them was dropped */
+		p->last = a.last_revision;
+		p->version = a.version;
+	}
+	return taken;
+}
+
+/*
+ * Tells every client to poll (the zero token), since announcements were
+ * lost; logs how many the full queue dropped since the last batch.
+ */
+static void
+NotifyPollAll(uint64 dropped, uint64 dropped_seen)
+{
+	static const uint8 zero_token[EVENTHUB_TOKEN_BYTES] = {0};
+	static const pg_uuid_t zero_version = {{0}};
+
+	if (dropped != dropped_seen)
+	{
+		ereport(LOG,
+				(errmsg("eventhub notification queue was full: " UINT64_FORMAT " announcements were dropped",
+						dropped - dropped_seen),
+				 errdetail("Clients were told to poll instead.")));
+	}
+	EventhubFormatPayload(&payload, zero_token, &zero_version, NULL);
+	Async_Notify(EVENTHUB_CHANNEL, payload.data);
+	Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
+	EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, 1);
+}
+
+/*
+ * Sends one notification per organization taken on each channel, those on
+ * EVENTHUB_EVENTS_CHANNEL with the events sealed in when they can be.
+ */
+static void
+NotifyTaken(int n)
+{
+	/* Not while the extension is being dropped or not there. */
+	bool		readable = eventhub_notification_events && OidIsValid(EventhubRelid("events"));
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eventhub: SPI_connect failed");
+	for (int i = 0; i < n; i++)
+	{
+		PendingNotify *p = order[i];
+		bool		seal = readable && p->sealable &&
+			p->last - p->first < NOTIFIER_SEAL_MAX_EVENTS && SealEvents(p);
+
+		EventhubFormatPayload(&payload, p->token, &p->version, NULL);
+		Async_Notify(EVENTHUB_CHANNEL, payload.data);
+		if (seal)
+			EventhubFormatPayload(&payload, p->token, &p->version, sealed.data);
+		Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, (uint64) n);
+}
+
+/*
  * Takes up to NOTIFIER_BATCH queued announcements, keeps each
  * organization's last version, and sends them in one transaction, in the
  * order the organizations first came, after a notification with the zero
@@ -289,77 +379,17 @@ static int
 SendQueued(uint64 *dropped_seen, bool *poll_now)
 {
 	uint64		dropped = EventhubQueueDropped();
-	int			n = 0;
-	int			taken = 0;
-	EventhubAnnouncement a;
-	bool		ours;
-	bool		readable;
-
-	for (; taken < NOTIFIER_BATCH && EventhubQueuePop(&a, &ours); taken++)
-	{
-		PendingNotify *p;
-		bool		found;
-
-		if (!ours)
-			continue;
-		p = hash_search(pending, a.token, HASH_ENTER, &found);
-		if (!found)
-		{
-			order[n++] = p;
-			p->sealable = a.orglen >= 0;
-			p->first = a.first_revision;
-			p->orglen = Max(a.orglen, 0);
-			memcpy(p->org, a.org, p->orglen);
-		}
-		else if (a.first_revision != p->last + 1)
-			p->sealable = false;	/* an announcement between them was dropped */
-		p->last = a.last_revision;
-		p->version = a.version;
-	}
+	int			n;
+	int			taken = TakeQueued(&n);
 
 	if (n > 0 || dropped != *dropped_seen || *poll_now)
 	{
-		static const uint8 zero_token[EVENTHUB_TOKEN_BYTES] = {0};
-		static const pg_uuid_t zero_version = {{0}};
-
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		pgstat_report_activity(STATE_RUNNING, "eventhub: sending notifications");
-		if (dropped != *dropped_seen)
-		{
-			ereport(LOG,
-					(errmsg("eventhub notification queue was full: " UINT64_FORMAT " announcements were dropped",
-							dropped - *dropped_seen),
-					 errdetail("Clients were told to poll instead.")));
-		}
 		if (dropped != *dropped_seen || *poll_now)
-		{
-			/* Announcements were lost: everyone polls now. */
-			EventhubFormatPayload(&payload, zero_token, &zero_version, NULL);
-			Async_Notify(EVENTHUB_CHANNEL, payload.data);
-			Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
-			EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, 1);
-		}
-		/* Not while the extension is being dropped or not there. */
-		readable = eventhub_notification_events && OidIsValid(EventhubRelid("events"));
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eventhub: SPI_connect failed");
-		for (int i = 0; i < n; i++)
-		{
-			PendingNotify *p = order[i];
-			bool		seal = readable && p->sealable &&
-				p->last - p->first < NOTIFIER_SEAL_MAX_EVENTS && SealEvents(p);
-
-			EventhubFormatPayload(&payload, p->token, &p->version, NULL);
-			Async_Notify(EVENTHUB_CHANNEL, payload.data);
-			if (seal)
-				EventhubFormatPayload(&payload, p->token, &p->version, sealed.data);
-			Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);
-		}
-		SPI_finish();
-		PopActiveSnapshot();
-		EventhubCountAtCommit(EVENTHUB_COUNTER_NOTIFICATIONS_SENT, (uint64) n);
+			NotifyPollAll(dropped, *dropped_seen);
+		NotifyTaken(n);
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*dropped_seen = dropped;
@@ -371,6 +401,54 @@ SendQueued(uint64 *dropped_seen, bool *poll_now)
 	return taken;
 }
 
+/* The rate of announcements, measured over windows of NOTIFIER_RATE_WINDOW_MS. */
+typedef struct NotifierRate
+{
+	double		per_ms;			/* announcements per ms in the last window */
+	TimestampTz window_start;
+	uint64		window_taken;
+} NotifierRate;
+
+/*
+ * Counts the announcements a batch took, and measures the rate when a
+ * window ends.
+ */
+static void
+CountTaken(NotifierRate *rate, int taken)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	rate->window_taken += taken;
+	if (now - rate->window_start >= NOTIFIER_RATE_WINDOW_MS * 1000L)
+	{
+		rate->per_ms = rate->window_taken / ((now - rate->window_start) / 1000.0);
+		rate->window_start = now;
+		rate->window_taken = 0;
+	}
+}
+
+/*
+ * Sleeps until a publisher sets the latch (or a second passes), then,
+ * under load (rate: announcements per ms), lets commits gather.  Not
+ * waiting on the latch meanwhile also spares publishers the signal:
+ * setting a latch nobody sleeps on costs no system call.
+ */
+static void
+WaitForAnnouncements(double rate)
+{
+	long		gather_ms;
+
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 1000L, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+
+	gather_ms = Min((long) (NOTIFIER_GATHER_PER_RATE * rate + rate * rate),
+					NOTIFIER_MAX_GATHER_MS);
+	if (gather_ms > 0)
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 gather_ms, PG_WAIT_EXTENSION);
+}
+
 /*
  * The notifier background worker's main function: waits on its latch and
  * sends what publishers queued.
@@ -380,9 +458,7 @@ eventhub_notifier_main(Datum main_arg)
 {
 	uint64		dropped_seen;
 	bool		poll_now;
-	double		rate = 0;		/* announcements per ms in the last window */
-	TimestampTz window_start;
-	uint64		window_taken = 0;
+	NotifierRate rate = {0, 0, 0};
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -405,12 +481,10 @@ eventhub_notifier_main(Datum main_arg)
 	ereport(LOG,
 			(errmsg("eventhub notifier started for database \"%s\"", eventhub_database)));
 
-	window_start = GetCurrentTimestamp();
+	rate.window_start = GetCurrentTimestamp();
 	for (;;)
 	{
 		int			taken;
-		TimestampTz now;
-		long		gather_ms;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -419,29 +493,9 @@ eventhub_notifier_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		taken = SendQueued(&dropped_seen, &poll_now);
-		window_taken += taken;
-		now = GetCurrentTimestamp();
-		if (now - window_start >= NOTIFIER_RATE_WINDOW_MS * 1000L)
-		{
-			rate = window_taken / ((now - window_start) / 1000.0);
-			window_start = now;
-			window_taken = 0;
-		}
+		CountTaken(&rate, taken);
 		if (taken == NOTIFIER_BATCH)
 			continue;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-
-		/*
-		 * Under load, let commits gather.  Not waiting on the latch meanwhile
-		 * also spares publishers the signal: setting a latch nobody sleeps on
-		 * costs no system call.
-		 */
-		gather_ms = Min((long) (NOTIFIER_GATHER_PER_RATE * rate + rate * rate),
-						NOTIFIER_MAX_GATHER_MS);
-		if (gather_ms > 0)
-			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 gather_ms, PG_WAIT_EXTENSION);
+		WaitForAnnouncements(rate.per_ms);
 	}
 }
