@@ -277,6 +277,47 @@ EventhubTransactionFirstRevision(Datum org)
 }
 
 /*
+ * Adds organization id (idlen bytes) to what the transaction published,
+ * in the transaction's memory; past PUBLISHED_HASH_AT organizations, they
+ * are found through a hash table too.
+ */
+static PublishedOrg *
+AddPublished(const char *id, int idlen)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PublishedOrg *p;
+	ListCell   *lc;
+
+	p = palloc(offsetof(PublishedOrg, organization) + idlen + 1);
+	memcpy(p->organization, id, idlen);
+	p->organization[idlen] = '\0';
+	EventhubTokenBytes(id, idlen, p->token);
+	p->first_revision = 0;
+	p->depth = 0;
+	p->capacity = 2;
+	p->levels = palloc(sizeof(PublishedLevel) * p->capacity);
+	published_order = lappend(published_order, p);
+
+	if (published == NULL && list_length(published_order) >= PUBLISHED_HASH_AT)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = EVENTHUB_MAX_ID_BYTES + 1;
+		ctl.entrysize = sizeof(PublishedRef);
+		ctl.hcxt = TopTransactionContext;
+		published = hash_create("eventhub published organizations", 64, &ctl,
+								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		foreach(lc, published_order)
+			((PublishedRef *) hash_search(published, ((PublishedOrg *) lfirst(lc))->organization,
+										  HASH_ENTER, NULL))->org = lfirst(lc);
+	}
+	else if (published != NULL)
+		((PublishedRef *) hash_search(published, p->organization, HASH_ENTER, NULL))->org = p;
+	MemoryContextSwitchTo(old);
+	return p;
+}
+
+/*
  * Records that the current transaction published version of organization
  * org (a text Datum) as an event at revision, to be announced at commit.
  * Call it only once the event was inserted.  Under session_replication_role
@@ -291,7 +332,6 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version, int64 revision)
 	int			idlen = VARSIZE_ANY_EXHDR(t);
 	SubTransactionId subid = GetCurrentSubTransactionId();
 	PublishedOrg *p = NULL;
-	ListCell   *lc;
 
 	Assert(idlen <= EVENTHUB_MAX_ID_BYTES);
 	if (!callbacks_registered)
@@ -302,38 +342,8 @@ EventhubRecordPublished(Datum org, const pg_uuid_t *version, int64 revision)
 	}
 
 	p = FindPublished(id, idlen);
-
 	if (p == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-
-		p = palloc(offsetof(PublishedOrg, organization) + idlen + 1);
-		memcpy(p->organization, id, idlen);
-		p->organization[idlen] = '\0';
-		EventhubTokenBytes(id, idlen, p->token);
-		p->first_revision = 0;
-		p->depth = 0;
-		p->capacity = 2;
-		p->levels = palloc(sizeof(PublishedLevel) * p->capacity);
-		published_order = lappend(published_order, p);
-
-		if (published == NULL && list_length(published_order) >= PUBLISHED_HASH_AT)
-		{
-			HASHCTL		ctl;
-
-			ctl.keysize = EVENTHUB_MAX_ID_BYTES + 1;
-			ctl.entrysize = sizeof(PublishedRef);
-			ctl.hcxt = TopTransactionContext;
-			published = hash_create("eventhub published organizations", 64, &ctl,
-									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-			foreach(lc, published_order)
-				((PublishedRef *) hash_search(published, ((PublishedOrg *) lfirst(lc))->organization,
-											  HASH_ENTER, NULL))->org = lfirst(lc);
-		}
-		else if (published != NULL)
-			((PublishedRef *) hash_search(published, p->organization, HASH_ENTER, NULL))->org = p;
-		MemoryContextSwitchTo(old);
-	}
+		p = AddPublished(id, idlen);
 	if (p->depth == 0)
 		p->first_revision = revision;
 	if (p->depth > 0 && p->levels[p->depth - 1].subid == subid)

@@ -91,7 +91,7 @@ typedef struct PublishArgs
  * are made: each new one goes to the end of the organization's entries in
  * the unique index on (organization_id, correlation_id), the pages a
  * publisher touched last, not to a random page of an index that grows
- * with the history (make bench, item 12).
+ * with the history.
  */
 static void
 NewUuid(pg_uuid_t *out)
@@ -366,48 +366,42 @@ Published(const PublishArgs *a, int64 revision)
 }
 
 /*
- * Appends the event and returns its revision, or returns the original
- * revision of a replayed correlation id and sets *replayed.  The caller has
- * connected to SPI and allowed writes.
+ * Publish without a correlation id: a generated one is new, so advance and
+ * insert (statement publish.publish, with values and nulls).
  */
 static int64
-Publish(const PublishArgs *a, bool *replayed)
+PublishNew(const PublishArgs *a, Datum *values, const char *nulls, bool *replayed)
 {
-	Datum		values[9];
-	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		revision;
+	bool		isnull;
+	int			ret;
+
+	ret = SPI_execute_plan(EventhubKeptPlan(&lean_plan, &EventhubSqlPublishPublish),
+						   values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
+	*replayed = false;
+	if (SPI_processed == 1)
+		revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	else
+		revision = PublishFirst(a, replayed);
+	Published(a, revision);
+	return revision;
+}
+
+/*
+ * Publish with a correlation id given (statement publish.publish_once,
+ * with values and nulls): a replay, an insert, a new organization, or an
+ * id committed concurrently.
+ */
+static int64
+PublishOnce(const PublishArgs *a, Datum *values, const char *nulls, bool *replayed)
+{
 	int64		revision;
 	bool		isnull;
 	HeapTuple	row;
 	TupleDesc	desc;
 	int			ret;
-
-	values[0] = a->org;
-	values[1] = UUIDPGetDatum(&a->version);
-	values[2] = TimestampTzGetDatum(a->originated);
-	values[3] = a->event_type;
-	values[4] = a->action;
-	values[5] = a->entity;
-	values[6] = a->correlation;
-	values[7] = a->data;
-	values[8] = Int64GetDatum(a->first_revision);
-	if (a->first_revision == 0)
-		nulls[8] = 'n';
-
-	if (!a->correlation_given)
-	{
-		/* A generated correlation id is new: advance and insert. */
-		ret = SPI_execute_plan(EventhubKeptPlan(&lean_plan, &EventhubSqlPublishPublish),
-							   values, nulls, false, 0);
-		if (ret != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "eventhub: publishing failed: %s", SPI_result_code_string(ret));
-		*replayed = false;
-		if (SPI_processed == 1)
-			revision = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		else
-			revision = PublishFirst(a, replayed);
-		Published(a, revision);
-		return revision;
-	}
 
 	ret = SPI_execute_plan(EventhubKeptPlan(&lean_once_plan, &EventhubSqlPublishPublishOnce),
 						   values, nulls, false, 0);
@@ -446,6 +440,33 @@ Publish(const PublishArgs *a, bool *replayed)
 	/* Advanced, but the correlation id was committed concurrently. */
 	*replayed = true;
 	return GiveBack(a, revision);
+}
+
+/*
+ * Appends the event and returns its revision, or returns the original
+ * revision of a replayed correlation id and sets *replayed.  The caller has
+ * connected to SPI and allowed writes.
+ */
+static int64
+Publish(const PublishArgs *a, bool *replayed)
+{
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	values[0] = a->org;
+	values[1] = UUIDPGetDatum(&a->version);
+	values[2] = TimestampTzGetDatum(a->originated);
+	values[3] = a->event_type;
+	values[4] = a->action;
+	values[5] = a->entity;
+	values[6] = a->correlation;
+	values[7] = a->data;
+	values[8] = Int64GetDatum(a->first_revision);
+	if (a->first_revision == 0)
+		nulls[8] = 'n';
+	if (!a->correlation_given)
+		return PublishNew(a, values, nulls, replayed);
+	return PublishOnce(a, values, nulls, replayed);
 }
 
 /* Publish(), connected to SPI, as the owner (EventhubAsOwner). */

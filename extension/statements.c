@@ -298,6 +298,10 @@ const EventhubStatement EventhubSqlReplicasHeadsExceeded = {
 	"ORDER BY c.n LIMIT 1"
 };
 
+/*
+ * heartbeat(): registers or refreshes a replica.  A replica registered
+ * before 0.2.0, by no role (owner 0), is claimed by the caller.
+ */
 const EventhubStatement EventhubSqlReplicasRegisterReplica = {
 	"replicas.register_replica", 4, {TEXTOID, JSONBOID, TEXTOID, REGROLEOID},
 	"INSERT INTO eventhub.replicas AS r\n"
