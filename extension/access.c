@@ -205,6 +205,42 @@ AddGrant(Oid grantee, const char *org, int len, bool prefix, int privileges)
 }
 
 /*
+ * Reads every row of organization_grants (relid) into the grants tables.
+ */
+static void
+LoadGrants(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	Snapshot	snapshot = RegisterSnapshot(EventhubCacheSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	HeapTuple	tuple;
+
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		text	   *org;
+		char	   *privilege;
+		int			privileges;
+
+		CHECK_FOR_INTERRUPTS();
+		/* Columns 1-4: grantee, organization_id, prefix, privilege. */
+		org = DatumGetTextPP(heap_getattr(tuple, 2, desc, &isnull));
+		privilege = TextDatumGetCString(heap_getattr(tuple, 4, desc, &isnull));
+		privileges = PrivilegeFromName(privilege);
+		pfree(privilege);
+		AddGrant(DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull)),
+				 VARDATA_ANY(org), VARSIZE_ANY_EXHDR(org),
+				 DatumGetBool(heap_getattr(tuple, 3, desc, &isnull)),
+				 privileges);
+		ngrants++;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+}
+
+/*
  * Loads organization_grants into backend memory, unless the copy is valid.
  * Reads the table directly (no query, no permission check of the caller):
  * only what the grants decide for the caller ever leaves this file.
@@ -239,36 +275,7 @@ EnsureGrants(void)
 	invalidations_before = grants_invalidations;
 	grants_relid = relid;
 	if (OidIsValid(relid))
-	{
-		Relation	rel = table_open(relid, AccessShareLock);
-		TupleDesc	desc = RelationGetDescr(rel);
-		Snapshot	snapshot = RegisterSnapshot(EventhubCacheSnapshot());
-		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
-		HeapTuple	tuple;
-
-		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-		{
-			bool		isnull;
-			text	   *org;
-			char	   *privilege;
-			int			privileges;
-
-			CHECK_FOR_INTERRUPTS();
-			/* Columns 1-4: grantee, organization_id, prefix, privilege. */
-			org = DatumGetTextPP(heap_getattr(tuple, 2, desc, &isnull));
-			privilege = TextDatumGetCString(heap_getattr(tuple, 4, desc, &isnull));
-			privileges = PrivilegeFromName(privilege);
-			pfree(privilege);
-			AddGrant(DatumGetObjectId(heap_getattr(tuple, 1, desc, &isnull)),
-					 VARDATA_ANY(org), VARSIZE_ANY_EXHDR(org),
-					 DatumGetBool(heap_getattr(tuple, 3, desc, &isnull)),
-					 privileges);
-			ngrants++;
-		}
-		table_endscan(scan);
-		UnregisterSnapshot(snapshot);
-		table_close(rel, AccessShareLock);
-	}
+		LoadGrants(relid);
 
 	/* A change that committed while loading makes the next check reload. */
 	/* A table that does not exist yet is looked up again next time. */

@@ -289,6 +289,38 @@ ReadingUsable(TimestampTz now, bool access_control, double *age)
 }
 
 /*
+ * Keeps the per-replica rows of the metrics statement (rows, n of them) in
+ * reading, in reading_context.
+ */
+static void
+KeepReplicaRows(SPITupleTable *rows, uint64 n)
+{
+	TupleDesc	desc = rows->tupdesc;
+	MemoryContext old = MemoryContextSwitchTo(reading_context);
+
+	reading.replicas = palloc0(sizeof(ReplicaReading) * n);
+	reading.nreplicas = 0;
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tuple = rows->vals[i];
+		char	   *id = SPI_getvalue(tuple, desc, C_REPLICA + 1);
+		ReplicaReading *r;
+
+		/* No visible replica: one row of NULLs carrying the global figures. */
+		if (id == NULL)
+			continue;
+		r = &reading.replicas[reading.nreplicas++];
+		r->labels = ReplicaLabels(id);
+		r->live = BoolColumn(tuple, desc, C_LIVE);
+		r->mismatch = BoolColumn(tuple, desc, C_MISMATCH);
+		r->heartbeat_age = Float8Column(tuple, desc, C_HEARTBEAT_AGE);
+		r->lag_events = Float8Column(tuple, desc, C_LAG_EVENTS);
+		r->lag_seconds = Float8Column(tuple, desc, C_LAG_SECONDS);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Reads the tables into the kept reading, with one statement run as the
  * owner, as of now (the transaction's start).
  */
@@ -301,7 +333,6 @@ ReadTables(TimestampTz now, bool access_control)
 	SPITupleTable *rows;
 	TupleDesc	desc;
 	HeapTuple	first;
-	MemoryContext old;
 	int			ret;
 
 	/*
@@ -335,27 +366,7 @@ ReadTables(TimestampTz now, bool access_control)
 	desc = rows->tupdesc;
 	first = rows->vals[0];
 
-	old = MemoryContextSwitchTo(reading_context);
-	reading.replicas = palloc0(sizeof(ReplicaReading) * SPI_processed);
-	reading.nreplicas = 0;
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tuple = rows->vals[i];
-		char	   *id = SPI_getvalue(tuple, desc, C_REPLICA + 1);
-		ReplicaReading *r;
-
-		/* No visible replica: one row of NULLs carrying the global figures. */
-		if (id == NULL)
-			continue;
-		r = &reading.replicas[reading.nreplicas++];
-		r->labels = ReplicaLabels(id);
-		r->live = BoolColumn(tuple, desc, C_LIVE);
-		r->mismatch = BoolColumn(tuple, desc, C_MISMATCH);
-		r->heartbeat_age = Float8Column(tuple, desc, C_HEARTBEAT_AGE);
-		r->lag_events = Float8Column(tuple, desc, C_LAG_EVENTS);
-		r->lag_seconds = Float8Column(tuple, desc, C_LAG_SECONDS);
-	}
-	MemoryContextSwitchTo(old);
+	KeepReplicaRows(rows, SPI_processed);
 	reading.organizations = Float8Column(first, desc, C_ORGANIZATIONS);
 	reading.behind = Float8Column(first, desc, C_BEHIND);
 	reading.lag_max = Float8Column(first, desc, C_LAG_MAX);
@@ -386,6 +397,26 @@ static double
 Aged(double value, double age)
 {
 	return value > 0 ? value + age : 0;
+}
+
+/*
+ * Puts the per-replica series, each family's series together, from the
+ * reading; age: how much older the reading is than the call.
+ */
+static void
+PutReplicaSeries(MetricsOut *out, double age)
+{
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(out, S_REPLICA_LAG_EVENTS, reading.replicas[i].labels, reading.replicas[i].lag_events);
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(out, S_REPLICA_LAG_SECONDS, reading.replicas[i].labels,
+			Aged(reading.replicas[i].lag_seconds, age));
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(out, S_REPLICA_HEARTBEAT_AGE, reading.replicas[i].labels,
+			reading.replicas[i].heartbeat_age + age);
+	for (int i = 0; i < reading.nreplicas; i++)
+		Put(out, S_REPLICA_HASH_MISMATCH, reading.replicas[i].labels,
+			reading.replicas[i].mismatch ? 1 : 0);
 }
 
 /*
@@ -434,17 +465,7 @@ metrics(PG_FUNCTION_ARGS)
 	Put(&out, S_EVENTS_KEPT, "{}", reading.kept);
 	Put(&out, S_REPLICAS, "{\"state\": \"live\"}", live);
 	Put(&out, S_REPLICAS, "{\"state\": \"stale\"}", stale);
-	for (int i = 0; i < reading.nreplicas; i++)
-		Put(&out, S_REPLICA_LAG_EVENTS, reading.replicas[i].labels, reading.replicas[i].lag_events);
-	for (int i = 0; i < reading.nreplicas; i++)
-		Put(&out, S_REPLICA_LAG_SECONDS, reading.replicas[i].labels,
-			Aged(reading.replicas[i].lag_seconds, age));
-	for (int i = 0; i < reading.nreplicas; i++)
-		Put(&out, S_REPLICA_HEARTBEAT_AGE, reading.replicas[i].labels,
-			reading.replicas[i].heartbeat_age + age);
-	for (int i = 0; i < reading.nreplicas; i++)
-		Put(&out, S_REPLICA_HASH_MISMATCH, reading.replicas[i].labels,
-			reading.replicas[i].mismatch ? 1 : 0);
+	PutReplicaSeries(&out, age);
 	Put(&out, S_HASH_DISAGREEING, "{}", mismatched);
 	Put(&out, S_ORGS_BEHIND, "{}", reading.behind);
 	Put(&out, S_LAG_EVENTS_MAX, "{}", reading.lag_max);

@@ -452,6 +452,36 @@ TransactionsReceive(TupleTableSlot *slot, DestReceiver *self)
 }
 
 /*
+ * Sets up transactions_since's receiver for the function's result, the
+ * request and max_bytes.  In SPI's memory, which SPI_finish frees.
+ */
+static void
+InitTransactionsReceiver(TransactionsReceiver *receiver, ReturnSetInfo *rsinfo,
+						 const ReadRequest *req, int64 max_bytes)
+{
+	TupleDesc	query_desc;
+
+	memset(receiver, 0, sizeof(*receiver));
+	receiver->pub.receiveSlot = TransactionsReceive;
+	receiver->pub.rStartup = ReceiverStartup;
+	receiver->pub.rShutdown = ReceiverShutdown;
+	receiver->pub.rDestroy = ReceiverDestroy;
+	receiver->pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
+	receiver->result = rsinfo->setResult;
+	receiver->open = tuplestore_begin_heap(false, false, work_mem);
+	receiver->desc = rsinfo->setDesc;
+	query_desc = CreateTemplateTupleDesc(TCOL_QUERY_COUNT);
+	for (int i = 1; i <= TCOL_QUERY_COUNT; i++)
+		TupleDescCopyEntry(query_desc, i, rsinfo->setDesc, i);
+	receiver->last = MakeSingleTupleTableSlot(query_desc, &TTSOpsMinimalTuple);
+	receiver->moving = MakeSingleTupleTableSlot(rsinfo->setDesc, &TTSOpsMinimalTuple);
+	receiver->head = req->head;
+	receiver->expected = req->after + 1;
+	receiver->max_events = req->max_events;
+	receiver->max_bytes = max_bytes;
+}
+
+/*
  * transactions_since(organization_id text, after_revision bigint,
  *					  max_events integer DEFAULT 1000, after_version uuid DEFAULT NULL,
  *					  max_bytes integer DEFAULT NULL)
@@ -472,7 +502,6 @@ transactions_since(PG_FUNCTION_ARGS)
 	int64		max_bytes = 0;
 	TransactionsReceiver receiver;
 	SPIExecuteOptions options;
-	TupleDesc	query_desc;
 	int			ret;
 
 	CheckReadArguments(fcinfo, &req);
@@ -487,25 +516,7 @@ transactions_since(PG_FUNCTION_ARGS)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	CheckCursor(fcinfo, &req);
 
-	/* In SPI's memory, which SPI_finish frees. */
-	memset(&receiver, 0, sizeof(receiver));
-	receiver.pub.receiveSlot = TransactionsReceive;
-	receiver.pub.rStartup = ReceiverStartup;
-	receiver.pub.rShutdown = ReceiverShutdown;
-	receiver.pub.rDestroy = ReceiverDestroy;
-	receiver.pub.mydest = DestTuplestore;	/* anything but DestNone, which SPI takes for "discard" */
-	receiver.result = rsinfo->setResult;
-	receiver.open = tuplestore_begin_heap(false, false, work_mem);
-	receiver.desc = rsinfo->setDesc;
-	query_desc = CreateTemplateTupleDesc(TCOL_QUERY_COUNT);
-	for (int i = 1; i <= TCOL_QUERY_COUNT; i++)
-		TupleDescCopyEntry(query_desc, i, rsinfo->setDesc, i);
-	receiver.last = MakeSingleTupleTableSlot(query_desc, &TTSOpsMinimalTuple);
-	receiver.moving = MakeSingleTupleTableSlot(rsinfo->setDesc, &TTSOpsMinimalTuple);
-	receiver.head = req.head;
-	receiver.expected = req.after + 1;
-	receiver.max_events = req.max_events;
-	receiver.max_bytes = max_bytes;
+	InitTransactionsReceiver(&receiver, rsinfo, &req, max_bytes);
 
 	memset(&options, 0, sizeof(options));
 	/* max_events rows, and one more that tells whether the last ended its transaction */

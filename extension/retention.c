@@ -186,6 +186,36 @@ EventhubRetentionNow(EventhubRetention *r)
 }
 
 /*
+ * Sets where the pass's next batch starts from a batch's result row
+ * (tuple, desc), and returns whether the pass has more to look at.
+ */
+static bool
+ResumeAfterBatch(EventhubRetention *r, HeapTuple tuple, TupleDesc desc, int batch_size,
+				 int64 scan_limit)
+{
+	bool		isnull;
+	int64		picked = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+
+	if (picked >= batch_size)
+	{
+		/* The walk stopped at the last row picked: the rest comes next. */
+		r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 4, &isnull));
+		return true;
+	}
+	else
+	{
+		int64		walked = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &isnull));
+
+		if (isnull)
+			return false;		/* nothing left in the walk */
+		r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
+		r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 7, &isnull));
+		return walked >= scan_limit;
+	}
+}
+
+/*
  * One batch of a retention pass, in the caller's transaction: walks the
  * events processed before the retention limit in (processed_timestamp,
  * ctid) order from where the previous batch of the pass stopped
@@ -223,7 +253,6 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	Datum		values[7];
 	int64		scan_limit = (int64) batch_size * EVENTHUB_SCAN_FACTOR;
 	int64		deleted;
-	int64		picked;
 	HeapTuple	tuple;
 	TupleDesc	desc;
 	bool		isnull;
@@ -243,36 +272,18 @@ EventhubDeleteExpiredBatch(EventhubRetention *r, int batch_size, bool *more)
 	values[5] = PointerGetDatum(&r->resume_tid);
 	values[6] = Int64GetDatum(scan_limit);
 	if (eventhub_compaction)
-		ret = EventhubExecuteAsOwner(&keep_plan, &EventhubSqlRetentionDeleteExpiredBatch, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(&keep_plan, &EventhubSqlRetentionDeleteExpiredBatch,
+									 values, NULL, 0);
 	else
-		ret = EventhubExecuteAsOwner(&all_plan, &EventhubSqlRetentionDeleteExpiredBatchNoCompaction, values, NULL, 0);
+		ret = EventhubExecuteAsOwner(&all_plan, &EventhubSqlRetentionDeleteExpiredBatchNoCompaction,
+									 values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting expired events failed: %s",
 			 SPI_result_code_string(ret));
 	tuple = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	deleted = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-	picked = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
-	if (picked >= batch_size)
-	{
-		/* The walk stopped at the last row picked: the rest comes next. */
-		r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
-		r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 4, &isnull));
-		*more = true;
-	}
-	else
-	{
-		int64		walked = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &isnull));
-
-		if (isnull)
-			walked = 0;			/* nothing left in the walk */
-		else
-		{
-			r->resume_from = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 6, &isnull));
-			r->resume_tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tuple, desc, 7, &isnull));
-		}
-		*more = walked >= scan_limit;
-	}
+	*more = ResumeAfterBatch(r, tuple, desc, batch_size, scan_limit);
 	EventhubCountAtCommit(EVENTHUB_COUNTER_RETENTION_DELETED, (uint64) deleted);
 	if (!*more)
 		EventhubRetentionPassEndsAtCommit();
