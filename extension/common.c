@@ -8,8 +8,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"

@@ -44,8 +44,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "catalog/objectaccess.h"
 #include "catalog/pg_authid.h"
 #include "fmgr.h"

@@ -27,8 +27,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "catalog/namespace.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"

@@ -34,8 +34,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"

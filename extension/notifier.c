@@ -12,8 +12,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
