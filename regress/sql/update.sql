@@ -173,6 +173,7 @@ SELECT count(*) FILTER (WHERE line LIKE 'function %') AS functions,
                            OR line LIKE 'function eventhub.transactions_since(%'
                            OR line = 'member type eventhub.transaction_event'
                            OR line LIKE 'function eventhub.metrics()%'
+                           OR line LIKE 'function eventhub.statements()%'
                            OR line LIKE 'column eventhub.replica_progress.head_revision %'
                            OR line LIKE 'index CREATE INDEX replica_progress_behind_idx %'
                            OR line LIKE 'relation eventhub.config_splits %') AS new_objects
