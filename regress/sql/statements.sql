@@ -25,7 +25,7 @@ SELECT format(E'-- %s%s\n%s;\n', name,
               CASE WHEN cardinality(argument_types) > 0
                    THEN ' (' || array_to_string(argument_types::text[], ', ') || ')' END,
               statement)
-  FROM eventhub.statements() ORDER BY name;
+  FROM eventhub.statements() ORDER BY name COLLATE "C";
 \pset format aligned
 \pset tuples_only off
 
