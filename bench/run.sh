@@ -28,7 +28,7 @@
 #                With gnuplot installed, the latency plot goes next to it
 #                (same name, .png).
 #
-# Run as root it stages itself and the C helper (bench/eh_bench.c, compiled
+# Run as root it stages itself and the C helper (bench/eh_bench/, compiled
 # here against client/libeventhub.a) into a mktemp directory under /tmp and
 # runs the measurements as the unprivileged user postgres (PostgreSQL refuses
 # root).  It needs the extension installed (make install) and pgbench.
@@ -69,7 +69,7 @@ if [ "${1:-}" != "--inner" ]; then
 	else
 		read -r -a libs <<<"$(pkg-config --cflags --libs eventhub) -lpq"
 	fi
-	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo/bench/eh_bench.c" "${libs[@]}"
+	${CC:-cc} "${cflags[@]}" -o "$work/eh_bench" "$repo"/bench/eh_bench/*.c "${libs[@]}"
 	# The CLI that item 11 runs: this tree's if built, else the installed one.
 	if [ -x "$repo/client/eventhub" ]; then cp "$repo/client/eventhub" "$work/"; else cp "$(command -v eventhub)" "$work/"; fi
 	# Items 13's and 14's Go watcher and publisher, built offline in GOPATH
