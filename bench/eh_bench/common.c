@@ -111,17 +111,28 @@ print_pcts(double *v, size_t n)
 		   pct(v, n, 99), n ? v[n - 1] : 0.0);
 }
 
-/* The N values of V to PATH, one a line (ms, as %.3f); nothing if PATH is NULL. */
-void
-write_values(const char *path, const double *v, size_t n)
+/* PATH created for writing, or death; NULL if PATH is NULL. */
+static FILE *
+create_file(const char *path)
 {
 	FILE	   *f;
 
 	if (!path)
-		return;
+		return NULL;
 	f = fopen(path, "w");
 	if (!f)
 		die("cannot create %s", path);
+	return f;
+}
+
+/* The N values of V to PATH, one a line (ms, as %.3f); nothing if PATH is NULL. */
+void
+write_values(const char *path, const double *v, size_t n)
+{
+	FILE	   *f = create_file(path);
+
+	if (!f)
+		return;
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "%.3f\n", v[i]);
 	fclose(f);
@@ -131,13 +142,10 @@ write_values(const char *path, const double *v, size_t n)
 void
 touch(const char *path)
 {
-	FILE	   *f;
+	FILE	   *f = create_file(path);
 
-	if (!path)
-		return;
-	f = fopen(path, "w");
 	if (!f)
-		die("cannot create %s", path);
+		return;
 	fputs("ready\n", f);
 	fclose(f);
 }

@@ -198,6 +198,61 @@ static size_t touched_bytes;
 
 #define SNAPSHOT_COLUMNS "event_type, entity_id, revision, version_id, action, event_data, originated_timestamp"
 
+/* QUERY's rows through a cursor, FETCH at a time; adds to *ROWS, *BYTES. */
+static void
+select_by_cursor(PGconn *conn, const char *query, const char *org, int fetch,
+				 long long *rows, size_t *bytes)
+{
+	const char *params[1] = {org};
+	char		sql[256];
+	PGresult   *res;
+
+	snprintf(sql, sizeof(sql), "DECLARE snap_rows NO SCROLL CURSOR FOR %s", query);
+	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		die("%s", PQerrorMessage(conn));
+	PQclear(res);
+	snprintf(sql, sizeof(sql), "FETCH %d FROM snap_rows", fetch);
+	for (;;)
+	{
+		int			n;
+
+		res = PQexec(conn, sql);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			die("%s", PQerrorMessage(conn));
+		n = PQntuples(res);
+		*bytes += touch_rows(res);
+		*rows += n;
+		PQclear(res);
+		if (n < fetch)
+			break;
+	}
+}
+
+/* QUERY's rows in single-row mode; adds to *ROWS and *BYTES. */
+static void
+select_streamed(PGconn *conn, const char *query, const char *org, long long *rows, size_t *bytes)
+{
+	const char *params[1] = {org};
+	PGresult   *res;
+
+	if (!PQsendQueryParams(conn, query, 1, NULL, params, NULL, NULL, 0) || !PQsetSingleRowMode(conn))
+		die("%s", PQerrorMessage(conn));
+	while ((res = PQgetResult(conn)) != NULL)
+	{
+		ExecStatusType st = PQresultStatus(res);
+
+		if (st == PGRES_SINGLE_TUPLE)
+		{
+			*bytes += touch_rows(res);
+			(*rows)++;
+		}
+		else if (st != PGRES_TUPLES_OK)
+			die("%s", PQerrorMessage(conn));
+		PQclear(res);
+	}
+}
+
 /*
  * eh_bench select -o ORG -e EXPECT [-c FETCH] [-s]
  *     The baseline of a snapshot: the organization's rows of
@@ -211,12 +266,10 @@ run_select(const char *org, long long expect, int fetch, int ordered)
 {
 	PGconn	   *conn = connect_plain();
 	mem_sampler m;
-	const char *params[1] = {org};
 	const char *query = ordered ?
 		"SELECT " SNAPSHOT_COLUMNS " FROM eventhub.events WHERE organization_id = $1 ORDER BY event_type, entity_id" :
 		"SELECT " SNAPSHOT_COLUMNS " FROM eventhub.events WHERE organization_id = $1";
 	char		what[32];
-	PGresult   *res;
 	long long	rows = 0;
 	size_t		bytes = 0;
 	double		t0,
@@ -227,48 +280,9 @@ run_select(const char *org, long long expect, int fetch, int ordered)
 	t0 = now_s(CLOCK_MONOTONIC);
 	exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
 	if (fetch > 0)
-	{
-		char		sql[256];
-
-		snprintf(sql, sizeof(sql), "DECLARE snap_rows NO SCROLL CURSOR FOR %s", query);
-		res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			die("%s", PQerrorMessage(conn));
-		PQclear(res);
-		snprintf(sql, sizeof(sql), "FETCH %d FROM snap_rows", fetch);
-		for (;;)
-		{
-			int			n;
-
-			res = PQexec(conn, sql);
-			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-				die("%s", PQerrorMessage(conn));
-			n = PQntuples(res);
-			bytes += touch_rows(res);
-			rows += n;
-			PQclear(res);
-			if (n < fetch)
-				break;
-		}
-	}
+		select_by_cursor(conn, query, org, fetch, &rows, &bytes);
 	else
-	{
-		if (!PQsendQueryParams(conn, query, 1, NULL, params, NULL, NULL, 0) || !PQsetSingleRowMode(conn))
-			die("%s", PQerrorMessage(conn));
-		while ((res = PQgetResult(conn)) != NULL)
-		{
-			ExecStatusType st = PQresultStatus(res);
-
-			if (st == PGRES_SINGLE_TUPLE)
-			{
-				bytes += touch_rows(res);
-				rows++;
-			}
-			else if (st != PGRES_TUPLES_OK)
-				die("%s", PQerrorMessage(conn));
-			PQclear(res);
-		}
-	}
+		select_streamed(conn, query, org, &rows, &bytes);
 	exec_ok(conn, "COMMIT");
 	t1 = now_s(CLOCK_MONOTONIC);
 	sampler_stop(&m);

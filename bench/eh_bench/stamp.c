@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+/* One FIFO being read: what it has sent of its current line, its lines. */
 typedef struct stamp_stream
 {
 	int			fd;
@@ -32,12 +33,22 @@ stamp_report(double *lat, size_t n, int nfifos, int complete, const char *lat_fi
 	touch(done_file);
 }
 
+/* What the streams have brought so far. */
+typedef struct stamp_state
+{
+	double	   *lat;			/* latencies, ms */
+	size_t		n,
+				cap;
+	int			ready;			/* streams that printed the warm-up */
+	int			complete;		/* streams that printed every line */
+} stamp_state;
+
 /*
  * One line of a stream, stamped at T: the first (the warm-up) counts toward
- * READY, the others' latencies go into LAT.
+ * READY, the others' latencies go into the state.
  */
 static void
-stamp_line(stamp_stream *s, const char *line, double t, double **lat, size_t *n, size_t *cap)
+stamp_line(stamp_stream *s, const char *line, double t, stamp_state *st)
 {
 	const char *key = "\"processed_timestamp\": \"";
 	const char *p = strstr(line, key);
@@ -50,7 +61,47 @@ stamp_line(stamp_stream *s, const char *line, double t, double **lat, size_t *n,
 	pts = parse_ts(p + strlen(key));
 	if (pts < 0)
 		die("unreadable line: %s", line);
-	append_value(lat, n, cap, (t - pts) * 1000.0);
+	append_value(&st->lat, &st->n, &st->cap, (t - pts) * 1000.0);
+}
+
+/*
+ * Reads what stream S has and stamps its whole lines; creates READY_FILE
+ * when the last of NFIFOS streams prints its warm-up.  Returns 0 (and
+ * closes S) at its end.
+ */
+static int
+stamp_read(stamp_stream *s, stamp_state *st, int nfifos, long long expect, const char *ready_file)
+{
+	ssize_t		got = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
+	double		t = now_s(CLOCK_REALTIME);
+	char	   *start,
+			   *nl;
+
+	if (got <= 0)
+	{
+		close(s->fd);
+		s->fd = -1;
+		return 0;
+	}
+	s->len += got;
+	start = s->buf;
+	while ((nl = memchr(start, '\n', s->buf + s->len - start)) != NULL)
+	{
+		long long	before = s->lines;
+
+		*nl = '\0';
+		stamp_line(s, start, t, st);
+		if (before == 0 && s->lines == 1 && ++st->ready == nfifos)
+			touch(ready_file);
+		if (before == expect && s->lines == expect + 1)
+			st->complete++;
+		start = nl + 1;
+	}
+	s->len -= start - s->buf;
+	memmove(s->buf, start, s->len);
+	if (s->len == sizeof(s->buf))
+		die("%s", "a line longer than 64 kB");
+	return 1;
 }
 
 /*
@@ -69,23 +120,19 @@ int
 run_stamp(int nfifos, char **fifos, long long expect, double drain_s,
 		  const char *ready_file, const char *done_file, const char *lat_file)
 {
-	stamp_stream *st = calloc(nfifos, sizeof(stamp_stream));
+	stamp_stream *streams = calloc(nfifos, sizeof(stamp_stream));
 	struct pollfd *pfd = calloc(nfifos, sizeof(struct pollfd));
-	double	   *lat = NULL;
-	size_t		n = 0,
-				cap = 0;
-	int			ready = 0,
-				complete = 0,
-				open_streams = nfifos,
+	stamp_state st = {0};
+	int			open_streams = nfifos,
 				reported = 0;
 
-	if (!st || !pfd)
+	if (!streams || !pfd)
 		die("%s", "out of memory");
 	/* Blocking opens: each writer (a watch process) is already waiting in its own. */
 	for (int i = 0; i < nfifos; i++)
 	{
-		st[i].fd = open(fifos[i], O_RDONLY);
-		if (st[i].fd < 0)
+		streams[i].fd = open(fifos[i], O_RDONLY);
+		if (streams[i].fd < 0)
 			die("cannot open %s", fifos[i]);
 	}
 	while (open_streams > 0)
@@ -94,7 +141,7 @@ run_stamp(int nfifos, char **fifos, long long expect, double drain_s,
 
 		for (int i = 0; i < nfifos; i++)
 		{
-			pfd[i].fd = st[i].fd;
+			pfd[i].fd = streams[i].fd;
 			pfd[i].events = POLLIN;
 		}
 		r = poll(pfd, nfifos, reported ? -1 : (int) (drain_s * 1000));
@@ -105,59 +152,25 @@ run_stamp(int nfifos, char **fifos, long long expect, double drain_s,
 		if (r == 0)
 		{
 			fprintf(stderr, "eh_bench: no line for %.0f s; %d of %d streams complete\n",
-					drain_s, complete, nfifos);
+					drain_s, st.complete, nfifos);
 			break;
 		}
 		for (int i = 0; i < nfifos; i++)
-		{
-			stamp_stream *s = &st[i];
-			ssize_t		got;
-			double		t;
-			char	   *start,
-					   *nl;
-
-			if (!pfd[i].revents || s->fd < 0)
-				continue;
-			got = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
-			t = now_s(CLOCK_REALTIME);
-			if (got <= 0)
-			{
-				close(s->fd);
-				s->fd = -1;
+			if (pfd[i].revents && streams[i].fd >= 0 &&
+				!stamp_read(&streams[i], &st, nfifos, expect, ready_file))
 				open_streams--;
-				continue;
-			}
-			s->len += got;
-			start = s->buf;
-			while ((nl = memchr(start, '\n', s->buf + s->len - start)) != NULL)
-			{
-				long long	before = s->lines;
-
-				*nl = '\0';
-				stamp_line(s, start, t, &lat, &n, &cap);
-				if (before == 0 && s->lines == 1 && ++ready == nfifos)
-					touch(ready_file);
-				if (before == expect && s->lines == expect + 1)
-					complete++;
-				start = nl + 1;
-			}
-			s->len -= start - s->buf;
-			memmove(s->buf, start, s->len);
-			if (s->len == sizeof(s->buf))
-				die("%s", "a line longer than 64 kB");
-		}
-		if (complete == nfifos && !reported)
+		if (st.complete == nfifos && !reported)
 		{
-			stamp_report(lat, n, nfifos, complete, lat_file, done_file);
+			stamp_report(st.lat, st.n, nfifos, st.complete, lat_file, done_file);
 			reported = 1;
 		}
 	}
 	if (!reported)
-		stamp_report(lat, n, nfifos, complete, lat_file, NULL);
-	free(lat);
-	free(st);
+		stamp_report(st.lat, st.n, nfifos, st.complete, lat_file, NULL);
+	free(st.lat);
+	free(streams);
 	free(pfd);
-	return complete == nfifos ? 0 : 1;
+	return st.complete == nfifos ? 0 : 1;
 }
 
 /*

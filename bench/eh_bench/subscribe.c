@@ -121,6 +121,54 @@ sub_main(void *arg)
 }
 
 /*
+ * The threads' results summed: every latency to LAT_FILE, the percentiles
+ * and counts to stdout; frees the threads' clients.  TARGET is the head
+ * they ran to (negative: none came).  Returns the exit status.
+ */
+static int
+sub_report(sub_thread *threads, int n, long long target, double window_s, const char *lat_file)
+{
+	size_t		total = 0;
+	double	   *all;
+	uint64_t	polls = 0,
+				notes = 0,
+				fetches = 0;
+	double		poll_rate = 0;
+	long long	expected = 0;
+	int			failed = 0;
+
+	for (int i = 0; i < n; i++)
+		total += threads[i].n;
+	all = xrealloc(NULL, (total ? total : 1) * sizeof(double));
+	total = 0;
+	for (int i = 0; i < n; i++)
+	{
+		sub_thread *t = &threads[i];
+
+		memcpy(all + total, t->lat, t->n * sizeof(double));
+		total += t->n;
+		polls += t->polls_end - t->polls_ready;
+		if (t->t_end > t->t_ready)
+			poll_rate += (t->polls_end - t->polls_ready) / (t->t_end - t->t_ready);
+		notes += t->notes_end - t->notes_ready;
+		fetches += t->fetches_end - t->fetches_ready;
+		failed += t->failed;
+		if (target > 0)
+			expected += target - t->start_cursor;
+		free(t->lat);
+		eh_client_free(t->client);
+	}
+	write_values(lat_file, all, total);
+	print_pcts(all, total);
+	printf(" clients=%d expected=%lld failed=%d polls=%llu notifications=%llu fetches=%llu"
+		   " window_s=%.3f polls_per_s=%.2f\n",
+		   n, expected, failed, (unsigned long long) polls, (unsigned long long) notes,
+		   (unsigned long long) fetches, window_s, poll_rate);
+	free(all);
+	return failed || (long long) total != expected || target < 0 ? 1 : 0;
+}
+
+/*
  * eh_bench sub -o ORG -n CLIENTS [-l 0|1] [-p POLL_MS] [-r READY_FILE]
  *              [-L LATENCY_FILE] [-t DRAIN_S]
  *     Starts CLIENTS threads, each with its own eh_client (own connection)
@@ -138,17 +186,9 @@ run_sub(const char *org, int n, int listen, int poll_ms, double drain_s,
 {
 	sub_thread *threads = calloc(n, sizeof(sub_thread));
 	char		line[64];
-	double		t_ready,
-				t_end;
-	size_t		total = 0;
-	double	   *all;
-	uint64_t	polls = 0,
-				notes = 0,
-				fetches = 0;
-	double		poll_rate = 0;
+	double		t_ready;
 	long long	target = -2;
-	long long	expected = 0;
-	int			failed = 0;
+	int			status;
 
 	if (!threads)
 		die("%s", "out of memory");
@@ -186,38 +226,9 @@ run_sub(const char *org, int n, int listen, int poll_ms, double drain_s,
 
 	for (int i = 0; i < n; i++)
 		pthread_join(threads[i].thread, NULL);
-	t_end = now_s(CLOCK_MONOTONIC);
-
-	for (int i = 0; i < n; i++)
-		total += threads[i].n;
-	all = xrealloc(NULL, (total ? total : 1) * sizeof(double));
-	total = 0;
-	for (int i = 0; i < n; i++)
-	{
-		sub_thread *t = &threads[i];
-
-		memcpy(all + total, t->lat, t->n * sizeof(double));
-		total += t->n;
-		polls += t->polls_end - t->polls_ready;
-		if (t->t_end > t->t_ready)
-			poll_rate += (t->polls_end - t->polls_ready) / (t->t_end - t->t_ready);
-		notes += t->notes_end - t->notes_ready;
-		fetches += t->fetches_end - t->fetches_ready;
-		failed += t->failed;
-		if (target > 0)
-			expected += target - t->start_cursor;
-		free(t->lat);
-		eh_client_free(t->client);
-	}
-	write_values(lat_file, all, total);
-	print_pcts(all, total);
-	printf(" clients=%d expected=%lld failed=%d polls=%llu notifications=%llu fetches=%llu"
-		   " window_s=%.3f polls_per_s=%.2f\n",
-		   n, expected, failed, (unsigned long long) polls, (unsigned long long) notes,
-		   (unsigned long long) fetches, t_end - t_ready, poll_rate);
-	free(all);
+	status = sub_report(threads, n, target, now_s(CLOCK_MONOTONIC) - t_ready, lat_file);
 	free(threads);
-	return failed || (long long) total != expected || target < 0 ? 1 : 0;
+	return status;
 }
 
 /*
@@ -255,6 +266,23 @@ run_catchup(const char *org, long long expect)
 		   got, t1 - t0, got / (t1 - t0), ru.ru_maxrss);
 	eh_client_free(c);
 	return got == expect ? 0 : 1;
+}
+
+/* Reads what CONN has received; the number of notifications it brought. */
+static unsigned long long
+consume_notifications(PGconn *conn)
+{
+	PGnotify   *note;
+	unsigned long long notes = 0;
+
+	if (!PQconsumeInput(conn))
+		die("connection lost: %s", PQerrorMessage(conn));
+	while ((note = PQnotifies(conn)) != NULL)
+	{
+		notes++;
+		PQfreemem(note);
+	}
+	return notes;
 }
 
 /*
@@ -309,19 +337,8 @@ run_listen(int n, int listen, const char *ready_file)
 				break;
 		}
 		for (int i = 0; i < n; i++)
-		{
-			PGnotify   *note;
-
-			if (!pfd[i + 1].revents)
-				continue;
-			if (!PQconsumeInput(conns[i]))
-				die("connection lost: %s", PQerrorMessage(conns[i]));
-			while ((note = PQnotifies(conns[i])) != NULL)
-			{
-				notes++;
-				PQfreemem(note);
-			}
-		}
+			if (pfd[i + 1].revents)
+				notes += consume_notifications(conns[i]);
 	}
 	for (int i = 0; i < n; i++)
 		PQfinish(conns[i]);
