@@ -77,8 +77,10 @@ demo:
 # through a multi-host conninfo (scripts/ha-cluster.sh makes the cluster).
 ha-demo:
 	@scripts/ha-demo.sh
+# The benchmark (bench/run.sh) on this tree, built and installed; it installs
+# no packages (scripts/deps.sh does) and says what is missing.
 bench:
-	@scripts/deps.sh && $(MAKE) -s && $(MAKE) -s install >/dev/null && bench/run.sh
+	@bench/run.sh --check && $(MAKE) -s && $(MAKE) -s install >/dev/null && bench/run.sh
 # The Debian packages, built from a clean copy of this tree into build/deb/.
 deb:
 	@scripts/deb.sh

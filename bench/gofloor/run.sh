@@ -13,6 +13,7 @@
 # Prints "KIND N: X us CPU per event per watcher" (the processes' own CPU,
 # from /proc/PID/task/*/schedstat; their backends not counted).
 set -euo pipefail
+source "$(dirname "$0")/../lib.sh" # cpu_ns
 kind=$1 n=$2
 pids=()
 for ((i = 0; i < n; i++)); do
@@ -25,21 +26,11 @@ for ((i = 0; i < n; i++)); do
 	pids+=("$!")
 done
 sleep 3 # connected and listening
-cpu() {
-	local t=0 p f x
-	for p in "${pids[@]}"; do
-		for f in /proc/"$p"/task/*/schedstat; do
-			read -r x _ <"$f" || continue
-			t=$((t + x))
-		done
-	done
-	echo "$t"
-}
 echo "SELECT eventhub.publish_event('floor-org', 'API', 'UPDATE', 'weather-api', NULL, '{\"context\": \"/weather\", \"version\": \"v2\", \"upstream\": \"http://weather.internal:8080\"}');" >"${TMPDIR:-/tmp}/floor-publish.$$.sql"
-t0=$(cpu)
+t0=$(cpu_ns "${pids[@]}")
 pgbench -n -M prepared -c 1 -R 200 -t 1000 -f "${TMPDIR:-/tmp}/floor-publish.$$.sql" >/dev/null
 sleep 1
-t1=$(cpu)
+t1=$(cpu_ns "${pids[@]}")
 rm -f "${TMPDIR:-/tmp}/floor-publish.$$.sql"
 kill "${pids[@]}"
 wait 2>/dev/null || true

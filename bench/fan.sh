@@ -1,0 +1,104 @@
+# The fan-out that items 11 (fanout) and 13 (go-watch) measure: watcher
+# processes following one organization while one publisher publishes to
+# it.  Source it after bench/lib.sh.
+#
+# N `eventhub watch --org fan-org` processes (or Go watchers), as users run
+# them, each printing into a FIFO that one `eh_bench stamp` reads (it
+# stamps each line as it arrives: publish-to-printed-line latency =
+# arrival - the line's processed_timestamp).  A warm-up event, printed by
+# every watcher, makes sure all follow the organization and listen; then
+# one publisher publishes FAN_EVENTS events at FAN_RATE a second.  CPU per
+# delivered event: the CPU time (/proc/PID/schedstat) of the watcher
+# processes and of their backends from just before publishing until the
+# last line is printed, over N * FAN_EVENTS.
+
+#      variable    full smoke
+scaled FAN_RATE    200  100    # events a second
+scaled FAN_EVENTS  1000 100    # events published
+
+# fan_setup: the organization the watchers follow, and its publish.
+fan_setup() {
+	q -c "SELECT eventhub.register_organization('fan-org')" >/dev/null
+	publish_script publish_fan-org.sql "'fan-org'"
+}
+# fan_perf_start N TAG WPIDS BPIDS: with BENCH_PERF, perf records the
+# watchers (pids WPIDS, comma-separated) and their backends (BPIDS), or the
+# whole machine; sets PERFS to the recorders.
+fan_perf_start() {
+	local n=$1 tag=$2
+	PERFS=()
+	if [ "${BENCH_PERF:-}" = all ]; then
+		perf record -q -a -F 999 -o "$out/perf_fan_${n}_${tag}_all.data" 2>/dev/null &
+		PERFS+=("$!")
+		sleep 0.5
+	elif [ -n "${BENCH_PERF:-}" ]; then
+		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$4" -o "$out/perf_fan_${n}_${tag}_server.data" 2>/dev/null &
+		PERFS+=("$!")
+		perf record -q -F 1999 ${BENCH_PERF_G:+-g} -p "$3" -o "$out/perf_fan_${n}_${tag}_client.data" 2>/dev/null &
+		PERFS+=("$!")
+		sleep 0.5
+	fi
+}
+# fan_perf_report N TAG: stops the recorders of PERFS and writes their reports.
+fan_perf_report() {
+	local n=$1 tag=$2 i
+	[ "${#PERFS[@]}" -gt 0 ] || return 0
+	kill -INT "${PERFS[@]}"
+	wait "${PERFS[@]}" || true
+	for i in server client all; do
+		[ -f "$out/perf_fan_${n}_${tag}_$i.data" ] || continue
+		perf report -i "$out/perf_fan_${n}_${tag}_$i.data" --stdio --no-children \
+			--sort "$([ $i = all ] && echo comm,sym || echo sym)" 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -80 >"$out/perf_fan_${n}_${tag}_$i.txt" || true
+		[ $i = all ] && perf report -i "$out/perf_fan_${n}_${tag}_$i.data" --stdio --no-children --sort comm 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -20 >"$out/perf_fan_${n}_${tag}_comm.txt"
+	done
+	return 0
+}
+# fan_run N TAG [go]: N `eventhub watch` processes, or N Go watchers (two
+# backends each: one listens, one fetches); sets FAN_CPU_C and FAN_CPU_S
+# (CPU us per delivered event of the watchers and of their backends) and
+# FAN_RATE_GOT.  The latencies are in $out/fan_N_TAG.out.
+fan_run() {
+	local n=$1 tag=$2 kind=${3:-cli} i head fifos=() wpids=() bpids spid t0c t0s t1c t1s per=1
+	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
+	mkdir "$work/fan"
+	head=$(q -c "SELECT revision FROM eventhub.organization_states WHERE organization_id = 'fan-org'")
+	for ((i = 0; i < n; i++)); do
+		mkfifo "$work/fan/w$i"
+		fifos+=("$work/fan/w$i")
+		if [ "$kind" = go ]; then
+			per=2
+			GOMAXPROCS=${BENCH_GOMAXPROCS:-} "$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+		else
+			PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+		fi
+		wpids+=("$!")
+		bgpids+=("$!")
+	done
+	"$bin" stamp -e "$FAN_EVENTS" -r "$work/fan_ready" -D "$work/fan_done" -L "$out/lat_fan_${n}_$tag.txt" -t 60 "${fifos[@]}" \
+		>"$out/fan_${n}_$tag.out" 2>"$out/fan_${n}_$tag.stamp.err" &
+	spid=$!
+	bgpids+=("$spid")
+	q -c "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'warm-up', NULL, '{}')" >/dev/null
+	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_${n}_$tag.stamp.err" "$out"/fan_"${n}_$tag"_*.err | head -5)"
+	wait_until "the watchers of fan-out $n to be idle" sessions_idle
+	mapfile -t bpids < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
+	[ "${#bpids[@]}" = "$((n * per))" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $((n * per))"
+	t0c=$(cpu_ns "${wpids[@]}")
+	t0s=$(cpu_ns "${bpids[@]}")
+	fan_perf_start "$n" "$tag" "$(IFS=,; echo "${wpids[*]}")" "$(IFS=,; echo "${bpids[*]}")"
+	pgb -c 1 -R "$FAN_RATE" -t "$FAN_EVENTS" -f "$work/publish_fan-org.sql" >"$out/pub_fan_${n}_$tag.log" 2>&1 ||
+		fail "pgbench failed: $(tail -5 "$out/pub_fan_${n}_$tag.log")"
+	# The watchers stop once their output is gone: their CPU first.
+	wait_file "$work/fan_done" "$spid" || fail "fan-out $n: not every watcher printed every event: $(cat "$out/fan_${n}_$tag.out" "$out/fan_${n}_$tag.stamp.err")"
+	t1c=$(cpu_ns "${wpids[@]}")
+	t1s=$(cpu_ns "${bpids[@]}")
+	fan_perf_report "$n" "$tag"
+	kill "${wpids[@]}" 2>/dev/null || true
+	for i in "${wpids[@]}"; do wait "$i" 2>/dev/null || true; done
+	wait "$spid" || fail "fan-out $n: eh_bench stamp failed: $(cat "$out/fan_${n}_$tag.stamp.err")"
+	FAN_CPU_C=$(calc "($t1c - $t0c) / 1000 / ($n * $FAN_EVENTS)")
+	FAN_CPU_S=$(calc "($t1s - $t0s) / 1000 / ($n * $FAN_EVENTS)")
+	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
+}
