@@ -1,6 +1,6 @@
-# 019_client_layers.pl: the client library's non-blocking publish, a
+# 018_client_callbacks.pl: the client library's non-blocking publish, a
 # callback that stops, and a rotated notification key, through
-# client/test_layers (see its header for what each mode does).
+# client/test_callbacks (see its header for what each mode does).
 #
 #   1. stop: a callback that stops after every event gets the rest of its
 #      batch at the next call, from the batch already fetched (one fetch
@@ -39,8 +39,8 @@ use EventhubTest;
 use IPC::Run;
 use Test::More;
 
-my $driver = "$libdir/test_layers";
-BAIL_OUT("no test_layers at $driver") unless -x $driver;
+my $driver = "$libdir/test_callbacks";
+BAIL_OUT("no test_callbacks at $driver") unless -x $driver;
 my $node = eventhub_node('layers');
 
 # Runs the driver; returns its key=value line as a hash (empty on failure).
@@ -50,7 +50,7 @@ sub drive
 	my ($out, $err) = ('', '');
 	my $ok = IPC::Run::run([ $driver, $node->connstr('postgres'), @_ ], '<', \'', '>', \$out, '2>', \$err,
 		IPC::Run::timeout(120));
-	note("test_layers @_: $out$err");
+	note("test_callbacks @_: $out$err");
 	return $ok ? (map { split /=/, $_, 2 } split ' ', $out) : ();
 }
 

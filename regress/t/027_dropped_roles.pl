@@ -1,4 +1,4 @@
-# 020_extension_internals.pl: what the extension's internals promise:
+# 027_dropped_roles.pl: what the extension's internals promise:
 #   - DROP ROLE takes the role's organization grants and replicas with it,
 #     in its own transaction (a DROP that fails keeps them), and logs it;
 #   - grants and replicas of roles that are gone by other ways (dropped

@@ -1,18 +1,18 @@
 /*
- * test_layers.c: drives the client through what regress/t/019_client_layers.pl
+ * test_callbacks.c: drives the client through what regress/t/018_client_callbacks.pl
  * checks against a server: a callback that stops, a rotated notification
  * key under eh_subscribe_all(), and the non-blocking publish.
  *
- *   test_layers CONNINFO stop ORG COUNT
+ *   test_callbacks CONNINFO stop ORG COUNT
  *	   Subscribes to ORG from 0 (poll interval 60 s) with a callback that
  *	   stops after every event, and calls eh_wait(client, 40000) until COUNT
  *	   events came.
- *   test_layers CONNINFO rotate ORG COUNT
+ *   test_callbacks CONNINFO rotate ORG COUNT
  *	   Follows every organization (poll interval 60 s); once ORG is followed
  *	   and the client listens, rotates the notification key on a second
  *	   connection, then COUNT times publishes to ORG (eh_publish) and waits
  *	   for the event.
- *   test_layers CONNINFO discover ORG
+ *   test_callbacks CONNINFO discover ORG
  *	   Follows every organization from the head.  Once an event of ORG has
  *	   come in its notification, polls every 10 ms and stops driving the
  *	   client while a discovery is out; once the answer is in the client's
@@ -20,17 +20,17 @@
  *	   notification, which carries the event, is in the socket behind it;
  *	   then drives the client until the event is delivered.  Prints the
  *	   resyncs and whether the event came in its notification.
- *   test_layers CONNINFO publish ORG
+ *   test_callbacks CONNINFO publish ORG
  *	   Publishes with eh_publish_send() from a fresh client in a loop over
  *	   eh_sockets(), eh_timeout_ms(), poll() and eh_process(), then a refused
  *	   publish, and the calls a publish under way refuses.
  *
- *   test_layers CONNINFO txn ORG COUNT [BATCH_BYTES]
+ *   test_callbacks CONNINFO txn ORG COUNT [BATCH_BYTES]
  *	   Subscribes to ORG from 0 with a transaction callback (and the batch
  *	   bytes given) until COUNT events came; prints each callback as
  *	   first-last:ends_transaction, and whether the events of each call
  *	   shared their transaction_first_revision.
- *   test_layers CONNINFO snapshot ORG AFTER [BATCH_SIZE [KILL]]
+ *   test_callbacks CONNINFO snapshot ORG AFTER [BATCH_SIZE [KILL]]
  *	   Subscribes to ORG with a snapshot callback, from a snapshot (AFTER
  *	   -2) or from revision AFTER (a resync then reads one), until a
  *	   snapshot ends; prints the phases (begin:REASON:HEAD, entities:N,
@@ -499,7 +499,7 @@ main(int argc, char **argv)
 
 	if (argc < 4 || (strcmp(argv[2], "publish") != 0 && strcmp(argv[2], "discover") != 0 && argc < 5))
 	{
-		fprintf(stderr, "usage: test_layers CONNINFO stop|rotate|txn ORG COUNT | CONNINFO publish|discover ORG"
+		fprintf(stderr, "usage: test_callbacks CONNINFO stop|rotate|txn ORG COUNT | CONNINFO publish|discover ORG"
 				" | CONNINFO snapshot ORG AFTER [BATCH_SIZE [KILL]]\n");
 		return 2;
 	}
