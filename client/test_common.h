@@ -1,6 +1,7 @@
 /*
  * test_common.h: what the client's test programs that drive a server
- * (test_callbacks.c, test_nonblock.c) share: a monotonic clock in
+ * (test_callbacks.c, test_notifications.c, test_publish.c,
+ * test_nonblock.c) share: a monotonic clock in
  * milliseconds and the way they report a failed call.  Header only, so
  * that the programs link as before and no object joins the library's.
  */

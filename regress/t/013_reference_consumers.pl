@@ -122,13 +122,6 @@ sub expected_events
 	return [ split /\n/, $rows ];
 }
 
-# ORG's head: (revision, version).
-sub head
-{
-	return split /\|/,
-	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$_[0]'");
-}
-
 # 1. The kept history from 0, then a stream woken by notifications only.
 publish($node, $_, 5) for @orgs;
 my @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 600_000) } @langs;
@@ -166,7 +159,7 @@ ok(wait_all(\@consumers, sub { line_count($_[0]) >= 40 }, 'forged'), 'forged not
 
 # Every organization: revisions 1..head exactly once, in order, with the
 # version, action and entity of the row.
-my %head_before = map { ($_ => (head($_))[0]) } @orgs;
+my %head_before = map { ($_ => (org_head($node, $_))[0]) } @orgs;
 for my $c (@consumers)
 {
 	is_deeply(lines_by_org($c)->{$_}, expected_events($_, 1, $head_before{$_}),
@@ -215,7 +208,7 @@ rewrite('acme', 8, 6);      # diverged at 9: head 14 above the cursor (11)
 rewrite('hooli', 7, 3);     # diverged at 8: head 10, the cursor's revision
 rewrite('globex', 6, 0);    # cut: head 6, below the cursor
 publish($node, 'initech', 2);      # untouched: 9, 10 while the consumers are down
-my %head = map { ($_ => [ head($_) ]) } @orgs;
+my %head = map { ($_ => [ org_head($node, $_) ]) } @orgs;
 
 # Six events to deliver after the resyncs: they exit 0 then.
 @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 200, '--count', 6) } @langs;
@@ -262,7 +255,7 @@ $node->safe_psql('postgres', q{
 	SELECT eventhub.cleanup_events('wayne', '-infinity', 'infinity');
 	COMMIT;
 });
-my @wayne_head = head('wayne');
+my @wayne_head = org_head($node, 'wayne');
 is($wayne_head[0], 5, 'ZE001: wayne is at 5');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM eventhub.events WHERE organization_id = 'wayne' AND revision = 4}),
 	'0', 'ZE001: wayne 4 is removed');
@@ -372,8 +365,8 @@ $node->safe_psql('postgres', q{
 	SET eventhub.protect_tables = off;
 	UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'wonka'});
 
-my @stark = head('stark');
-my @wonka = head('wonka');
+my @stark = org_head($node, 'stark');
+my @wonka = org_head($node, 'wonka');
 my $stark_digest = checked_app_digest('stark');
 @consumers = map {
 	start_consumer($_, { orgs => [qw(stark wonka nobody)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
@@ -394,7 +387,7 @@ for my $c (@consumers)
 
 # One transaction of three events: one TXN line, after its events.
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 2}' ], [ 'API', 'DELETE', 'a' ], [ 'Plan', 'CREATE', 'c', '{"v": 3}' ]);
-my @txn = head('stark');
+my @txn = org_head($node, 'stark');
 my $txn_digest = checked_app_digest('stark');
 ok(wait_all(\@consumers, $digest_at->('stark', $txn[0]), 'snapshot transaction'), 'snapshot: both apply the transaction');
 my @stark_lines = (
@@ -414,7 +407,7 @@ $node->safe_psql('postgres', q{SELECT eventhub.cleanup_events('stark', '-infinit
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM eventhub.events WHERE organization_id = 'stark' AND revision = $txn[0] + 1"),
 	'0', 'snapshot: the event after their cursor is removed');
-my @resync = head('stark');
+my @resync = org_head($node, 'stark');
 my $resync_digest = checked_app_digest('stark');
 kill 'CONT', $_->{h}{KIDS}[0]{PID} for @consumers;
 ok(wait_all(\@consumers, $digest_at->('stark', $resync[0]), 'snapshot resync'), 'snapshot: both resync');
@@ -451,7 +444,7 @@ for my $c (@consumers)
 	note("$c->{lang} stderr:\n$c->{err}");
 }
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
-my @restart = head('stark');
+my @restart = org_head($node, 'stark');
 my $restart_digest = checked_app_digest('stark');
 @consumers = map {
 	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
@@ -474,7 +467,7 @@ $node->safe_psql('postgres', q{
 	INSERT INTO app_entities SELECT 'stark', 'Bulk', i::text, jsonb_build_object('i', i) FROM generate_series(1, 1001) i;
 	COMMIT;
 });
-my @bulk = head('stark');
+my @bulk = org_head($node, 'stark');
 my $bulk_digest = checked_app_digest('stark');
 ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0]), 'snapshot bulk'), 'snapshot: both apply the large transaction');
 for my $c (@consumers)
@@ -501,7 +494,7 @@ rewrite('stark', $bulk[0], 0);
 $node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 'stark' AND entity_id = 'x'});
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
 publish_app('stark', [ 'API', 'CREATE', 'y', '{}' ]);
-my @rewritten = head('stark');
+my @rewritten = org_head($node, 'stark');
 my $rewritten_digest = checked_app_digest('stark');
 my $entities = $node->safe_psql('postgres', q{SELECT count(*) FROM app_entities WHERE organization_id = 'stark'});
 cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
@@ -550,7 +543,7 @@ for my $c (@consumers)
 # pointed at the new primary, resync from a snapshot there and drop that
 # entity.
 publish($node, 'umbrella', 2, action => 'CREATE', entity => 'old-only', data => '{"old": true}');
-my @old = head('umbrella');
+my @old = org_head($node, 'umbrella');
 @consumers = map {
 	start_consumer($_, { orgs => ['umbrella'], cursor => 'failover' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
