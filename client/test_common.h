@@ -26,6 +26,18 @@ now_ms(void)
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
 }
 
+/*
+ * An event callback that returns *(const int *) arg: 1 stops after every
+ * event (the rest of the batch comes at the next call), 0 goes on.
+ */
+static inline int
+reply(eh_client *client, const eh_event *ev, void *arg)
+{
+	(void) client;
+	(void) ev;
+	return *(const int *) arg;
+}
+
 /* Says on stderr that what failed and why (c's last error); returns 1. */
 static inline int
 fail(eh_client *c, const char *what)

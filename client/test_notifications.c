@@ -30,15 +30,7 @@
 #include "test_common.h"
 #include "internal.h"
 
-/* An event callback that goes on. */
-static int
-go_on(eh_client *client, const eh_event *ev, void *arg)
-{
-	(void) client;
-	(void) ev;
-	(void) arg;
-	return 0;
-}
+static const int GO_ON = 0;
 
 /* Waits until org is delivered up to revision, at most 20 s (a third of the poll interval). */
 static int
@@ -70,7 +62,7 @@ run_rotate(eh_client *c, const char *conninfo, const char *org, int count)
 	PGconn	   *admin;
 	PGresult   *res;
 
-	if (eh_set_event_callback(c, go_on, NULL) != EH_OK || eh_subscribe_all(c, 0) != EH_OK)
+	if (eh_set_event_callback(c, reply, (void *) &GO_ON) != EH_OK || eh_subscribe_all(c, 0) != EH_OK)
 		return fail(c, "setup");
 	while (!(eh_cursor(c, org) >= 1 && eh_is_listening(c)))
 	{
@@ -177,7 +169,7 @@ run_discover(eh_client *c, const char *conninfo, const char *org)
 		fprintf(stderr, "second connection: %s", PQerrorMessage(admin));
 		return 1;
 	}
-	if (eh_set_event_callback(c, go_on, NULL) != EH_OK ||
+	if (eh_set_event_callback(c, reply, (void *) &GO_ON) != EH_OK ||
 		eh_set_resync_callback(c, count_resync, &resyncs) != EH_OK || eh_subscribe_all(c, EH_FROM_HEAD) != EH_OK)
 		return fail(c, "setup");
 	/* Until an event of org came in its notification: the client has its key. */

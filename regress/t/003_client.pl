@@ -158,6 +158,17 @@ sub split_resync
 	return ([ grep { $_->{resync} } @_ ], [ grep { !$_->{resync} } @_ ]);
 }
 
+# The event lines of a resync test's watcher W, once it exited 0 after
+# COUNT events with exactly one resync line (both checked).
+sub events_after_one_resync
+{
+	my ($w, $count) = @_;
+	is(finish_cli($w), 0, "resync: watcher exited 0 after --count $count events") or diag($w->{err});
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	return $events;
+}
+
 #
 # 1. Notifications only.
 #
@@ -341,9 +352,7 @@ sub logged_statements
 		'resync: history_removed at head 10 is the first line');
 	# Published only once the watcher is at the head.
 	publish_n($org, 5);
-	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 5 events') or diag($w->{err});
-	my ($resyncs, $events) = split_resync(watch_lines($w));
-	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	my $events = events_after_one_resync($w, 5);
 	check_delivery('history_removed', $events, { $org => 10 });
 }
 
@@ -355,9 +364,7 @@ sub logged_statements
 	is_deeply([ watch_lines($w) ]->[0], resync_line($org, 'cursor_ahead', 15),
 		'resync: --after 100 above head 15 gives cursor_ahead at 15');
 	publish_n($org, 2);
-	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
-	my ($resyncs, $events) = split_resync(watch_lines($w));
-	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	my $events = events_after_one_resync($w, 2);
 	check_delivery('cursor_ahead', $events, { $org => 15 });
 }
 
@@ -382,9 +389,7 @@ sub logged_statements
 	is_deeply([ watch_lines($w) ]->[4], resync_line($org, 'version_mismatch', 4),
 		'resync: version_mismatch at head 4 after the four original events');
 	publish_n($org, 2);
-	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
-	my ($resyncs, $events) = split_resync(watch_lines($w));
-	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	my $events = events_after_one_resync($w, 6);
 	is(scalar @$events, 6, 'resync: 6 events, 4 old and 2 new');
 	check_delivery('after the rewrite', [ @$events[ 4 .. 5 ] ], { $org => 4 });
 }

@@ -88,6 +88,15 @@ sub start_consumer
 	return $c;
 }
 
+# kill_consumer(C): kills consumer C (no orderly exit) and notes its stderr.
+sub kill_consumer
+{
+	my ($c) = @_;
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+
 # Complete lines a consumer printed, per organization.
 sub lines_by_org
 {
@@ -178,9 +187,7 @@ for my $c (@consumers)
 	};
 	my $want = join ',', map { "$_=$head_before{$_}" } @orgs;
 	ok(wait_all([$c], sub { $stored->() eq $want }, 'cursor file'), "$c->{lang}: its cursor file holds the heads");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
+	kill_consumer($c);
 	my $cursors = decode_json(slurp_file($file));
 	my $last_printed = { map { ($_ => lines_by_org($c)->{$_}[-1]) } @orgs };
 	is_deeply(
@@ -437,12 +444,7 @@ for my $c (@consumers)
 
 # Killed and restarted: they go on from the entities stored with the
 # cursor, without a snapshot.
-for my $c (@consumers)
-{
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
+kill_consumer($_) for @consumers;
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
 my @restart = org_head($node, 'stark');
 my $restart_digest = checked_app_digest('stark');
@@ -484,12 +486,7 @@ for my $c (@consumers)
 # from a snapshot of two pages.
 publish_app('stark', [ 'API', 'CREATE', 'x', '{"lost": true}' ]);
 ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0] + 1), 'snapshot lost'), 'snapshot: both apply the event to lose');
-for my $c (@consumers)
-{
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
+kill_consumer($_) for @consumers;
 rewrite('stark', $bulk[0], 0);
 $node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 'stark' AND entity_id = 'x'});
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
@@ -507,9 +504,7 @@ for my $c (@consumers)
 	is_deeply(snapshot_lines($c, 'stark'),
 		[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
 		"snapshot: $c->{lang} resyncs from a snapshot after ZE003 and converges");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
+	kill_consumer($c);
 }
 
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
@@ -570,9 +565,7 @@ for my $c (@consumers)
 	is_deeply(snapshot_lines($c, 'umbrella'),
 		[ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
 		"failover: $c->{lang} resyncs from the new primary's snapshot and converges");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
+	kill_consumer($c);
 }
 
 $standby->stop;
