@@ -57,10 +57,8 @@ $node->safe_psql('postgres', q{
 	DROP ROLE regress_tenant_gone;
 });
 is(rows_of('postgres', $gone_oid), '0/0', 'DROP ROLE removed its grants and its replica');
-is(scalar(logged($node, qr/eventhub removed \d+ organization grants and \d+ replicas of dropped role $gone_oid\b/, $offset)), 1,
-	'the removal is logged once');
-like((logged($node, qr/eventhub removed .* of dropped role $gone_oid\b/, $offset))[0] // '',
-	qr/ 2 organization grants and 1 replicas /, '... with what it removed');
+ok(logged($node, qr/eventhub removed 2 organization grants and 1 replicas of dropped role $gone_oid\b/, $offset),
+	'the removal is logged');
 is($node->safe_psql('postgres', "SELECT string_agg(grantee::text || ':' || organization_id, ' ') FROM eventhub.organization_grants"),
 	'regress_tenant_kept:k-1', 'the other role keeps its grant');
 is($node->safe_psql('postgres', 'SELECT string_agg(replica_id, \' \') FROM eventhub.replicas'),
