@@ -1,8 +1,10 @@
 # EventhubTest: what eventhub's TAP suites share, in the shape of pg_rewind's
-# RewindTest.pm: a node with eventhub, the built tree's paths, publishing, the
-# CLI and its watcher, one wait on a condition (bounded by timeout_default, so
-# it only turns a hang into a failure), maintenance triggered or waited for,
-# and the role bundles of docs/operations.md, read from that page.
+# RewindTest.pm: a node with eventhub, the built tree's paths, queries and
+# publishing, the CLI and its watcher, the client's test programs, one wait
+# on a condition (bounded by timeout_default, so it only turns a hang into a
+# failure) and the checks built on it (the log's lines), maintenance
+# triggered or waited for, and the role bundles of docs/operations.md, read
+# from that page.  A helper two TAP files need lives here, not in them.
 package EventhubTest;
 
 use strict;
@@ -528,9 +530,8 @@ sub wait_for_worker
 {
 	my ($node, %opt) = @_;
 	my $where = worker_where(%opt);
-	wait_for(what => 'the maintenance worker', node => $node,
-		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $where")
-	  or die 'the maintenance worker did not start';
+	wait_or_die(what => 'the maintenance worker', node => $node,
+		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $where");
 	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $where");
 }
 
