@@ -153,6 +153,30 @@ count_resync(eh_client *client, const char *org, eh_resync_reason reason, int64_
 	(*(int *) arg)++;
 }
 
+/* Publishes to org until an event came in its notification: the client has its key. */
+static int
+await_sealed_delivery(eh_client *c, PGconn *admin, const char *org, double end)
+{
+	int64_t		revision;
+
+	while (eh_stat(c, EH_STAT_SEALED_DELIVERIES) == 0)
+	{
+		if (now_ms() >= end)
+		{
+			fprintf(stderr, "no event came in its notification in 30 s\n");
+			return 1;
+		}
+		if (!(eh_cursor(c, org) >= 0 && eh_is_listening(c)))
+		{
+			(void) eh_wait(c, 100);
+			continue;
+		}
+		if ((revision = publish_on(admin, org)) < 0 || wait_for(c, org, revision) != 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* A discovery's answer and a notification that came in behind it, read together. */
 static int
 run_discover(eh_client *c, const char *conninfo, const char *org)
@@ -172,22 +196,8 @@ run_discover(eh_client *c, const char *conninfo, const char *org)
 	if (eh_set_event_callback(c, reply, (void *) &GO_ON) != EH_OK ||
 		eh_set_resync_callback(c, count_resync, &resyncs) != EH_OK || eh_subscribe_all(c, EH_FROM_HEAD) != EH_OK)
 		return fail(c, "setup");
-	/* Until an event of org came in its notification: the client has its key. */
-	while (eh_stat(c, EH_STAT_SEALED_DELIVERIES) == 0)
-	{
-		if (now_ms() >= end)
-		{
-			fprintf(stderr, "no event came in its notification in 30 s\n");
-			return 1;
-		}
-		if (!(eh_cursor(c, org) >= 0 && eh_is_listening(c)))
-		{
-			(void) eh_wait(c, 100);
-			continue;
-		}
-		if ((revision = publish_on(admin, org)) < 0 || wait_for(c, org, revision) != 0)
-			return 1;
-	}
+	if (await_sealed_delivery(c, admin, org, end) != 0)
+		return 1;
 
 	/* A discovery out: the client is not driven until the race is set. */
 	if (eh_set_poll_interval(c, 10) != EH_OK)
