@@ -448,6 +448,19 @@ kill_consumer($_) for @consumers;
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
 my @restart = org_head($node, 'stark');
 my $restart_digest = checked_app_digest('stark');
+# check_snapshot_lines(ORG, LINES, WHAT): checks that each consumer printed
+# LINES (snapshot_lines) for ORG, WHAT naming the check ("%s" its
+# language), then kills it.
+sub check_snapshot_lines
+{
+	my ($org, $lines, $what) = @_;
+	for my $c (@consumers)
+	{
+		is_deeply(snapshot_lines($c, $org), $lines, sprintf($what, $c->{lang}));
+		kill_consumer($c);
+	}
+}
+
 @consumers = map {
 	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
@@ -499,13 +512,9 @@ cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
 	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
 ok(wait_all(\@consumers, $digest_at->('stark', $rewritten[0]), 'snapshot rewritten'), 'snapshot: both resync after the rewrite');
-for my $c (@consumers)
-{
-	is_deeply(snapshot_lines($c, 'stark'),
-		[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
-		"snapshot: $c->{lang} resyncs from a snapshot after ZE003 and converges");
-	kill_consumer($c);
-}
+check_snapshot_lines('stark',
+	[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
+	'snapshot: %s resyncs from a snapshot after ZE003 and converges');
 
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
 # promoted they listen.
@@ -543,16 +552,9 @@ my @old = org_head($node, 'umbrella');
 	start_consumer($_, { orgs => ['umbrella'], cursor => 'failover' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
 ok(wait_all(\@consumers, $digest_at->('umbrella', $old[0]), 'failover old'), 'failover: both follow the old primary');
-for my $c (@consumers)
-{
-	is_deeply(snapshot_lines($c, 'umbrella'),
-		[ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
-		"failover: $c->{lang} starts from the old primary's snapshot");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-}
-my @new = split /\|/, $standby->safe_psql('postgres',
-	"SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'umbrella'");
+check_snapshot_lines('umbrella', [ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
+	'failover: %s starts from the old primary\'s snapshot');
+my @new = org_head($standby, 'umbrella');
 my $new_digest = snapshot_digest('umbrella', $standby);
 isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s state differs');
 @consumers = map {
@@ -560,13 +562,8 @@ isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s sta
 		'--poll-interval-ms', 600_000)
 } @langs;
 ok(wait_all(\@consumers, $digest_at->('umbrella', $new[0]), 'failover new'), 'failover: both resync on the new primary');
-for my $c (@consumers)
-{
-	is_deeply(snapshot_lines($c, 'umbrella'),
-		[ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
-		"failover: $c->{lang} resyncs from the new primary's snapshot and converges");
-	kill_consumer($c);
-}
+check_snapshot_lines('umbrella', [ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
+	'failover: %s resyncs from the new primary\'s snapshot and converges');
 
 $standby->stop;
 $node->stop;
