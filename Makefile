@@ -38,9 +38,11 @@ PG_CFLAGS += -Wall -Wextra -Werror -Wmissing-prototypes -Wno-unused-parameter
 # The version of the SQL objects the library serves: the control file's.
 PG_CPPFLAGS += -DEVENTHUB_EXTVERSION='"$(EXTVERSION)"'
 
-# Releases keep their install script; the current one is built from
-# sql/eventhub.sql.
-DATA += $(filter-out $(DATA_built) $(wildcard sql/$(EXTENSION)--*--*.sql),$(wildcard sql/$(EXTENSION)--*.sql))
+# The current version's install script is built from sql/eventhub.sql; of
+# the earlier releases only the first keeps one: PostgreSQL reaches any
+# other (CREATE EXTENSION eventhub VERSION '0.3.0') from it through the
+# update scripts.
+DATA += sql/$(EXTENSION)--0.1.0.sql
 
 # `make installcheck` runs the SQL and isolation suites against a server you
 # already run (PGHOST/PGPORT); `make test` runs everything on a throwaway one.

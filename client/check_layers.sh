@@ -36,7 +36,7 @@ for f in $order; do
 done
 for o in *.o; do
 	f=${o%.o}
-	case " $(echo $order) cli cli_options test_unit test_ack test_nonblock test_layers " in
+	case " $(echo $order) cli cli_options test_unit test_ack test_nonblock test_callbacks test_notifications test_publish " in
 		*" $f "*) ;;
 		*) echo "not ok: $o is not in internal.h's layer order"; status=1 ;;
 	esac

@@ -1,6 +1,7 @@
 /*
  * test_common.h: what the client's test programs that drive a server
- * (test_layers.c, test_nonblock.c) share: a monotonic clock in
+ * (test_callbacks.c, test_notifications.c, test_publish.c,
+ * test_nonblock.c) share: a monotonic clock in
  * milliseconds and the way they report a failed call.  Header only, so
  * that the programs link as before and no object joins the library's.
  */
@@ -23,6 +24,18 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+/*
+ * An event callback that returns *(const int *) arg: 1 stops after every
+ * event (the rest of the batch comes at the next call), 0 goes on.
+ */
+static inline int
+reply(eh_client *client, const eh_event *ev, void *arg)
+{
+	(void) client;
+	(void) ev;
+	return *(const int *) arg;
 }
 
 /* Says on stderr that what failed and why (c's last error); returns 1. */

@@ -1,5 +1,8 @@
 -- ALTER EXTENSION eventhub UPDATE from the previous releases (0.4.0, 0.3.0
--- and 0.2.0 through them): the library refuses the database until it has run,
+-- and 0.2.0 through them), each created with CREATE EXTENSION ... VERSION,
+-- which PostgreSQL reaches from the only earlier install script kept
+-- (0.1.0's) through the update scripts: the library refuses the database
+-- until it has run,
 -- and afterwards the catalog is the one a fresh installation has,
 -- privileges and comments included.  (regress/t/017_upgrade.pl goes from
 -- 0.1.0 under load.)

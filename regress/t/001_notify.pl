@@ -82,11 +82,6 @@ sub decode_payload
 	return $obj;
 }
 
-sub token_of
-{
-	return $node->safe_psql('postgres', 'SELECT eventhub.notification_token(' . sql_literal($_[0]) . ')');
-}
-
 sub count_events
 {
 	return $node->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE $_[0]");
@@ -107,7 +102,7 @@ sub check_event_notification
 	ok(@row, "$label: the event is in eventhub.events") or return $p;
 	utf8::encode(my $bytes = $org);
 	is($row[1], unpack('H*', $bytes), "$label: the event is of the organization published to");
-	is($p->{notification_token}, token_of($org), "$label: notification_token is the organization's token");
+	is($p->{notification_token}, notification_token($node, $org), "$label: notification_token is the organization's token");
 	is($p->{version_id}, $row[0], "$label: version_id equals the event's");
 	is($p->{version_id}, $row[2], "$label: version_id equals organization_states.version_id") if $head;
 	return $p;
@@ -129,7 +124,7 @@ sub check_event_notification
 		unlike($n[0]{payload}, qr/org-basic|revision/,
 			'basic: the payload names neither the organization nor a revision');
 	}
-	is(token_of('org-basic'), token_of('org-basic'), 'basic: a token is stable');
+	is(notification_token($node, 'org-basic'), notification_token($node, 'org-basic'), 'basic: a token is stable');
 }
 
 #
@@ -252,7 +247,7 @@ sub check_event_notification
 	check_event_notification($n[0], 'org-sp-kept', 'sp-kept', 'publish kept beside a rolled-back savepoint', 1);
 	check_event_notification($n[1], 'org-rollback-sentinel', 'rb-sentinel', 'publish after the rollbacks');
 	my %heard = map { ($_->{payload} =~ /"notification_token": "(\w+)"/) => 1 } @n;
-	is(scalar(grep { $heard{ token_of($_) } } qw(org-rolled-back org-sp-dropped org-sp-only)),
+	is(scalar(grep { $heard{ notification_token($node, $_) } } qw(org-rolled-back org-sp-dropped org-sp-only)),
 		0, 'rollback: no rolled-back organization is announced');
 }
 
@@ -313,7 +308,7 @@ sub check_event_notification
 	check_event_notification($n[1], 'org-nest-released', 'nest-released-1', 'savepoints: a released savepoint');
 	check_event_notification($n[2], 'org-nest', 'nest-5',
 		'savepoints: the last released version, not the exception block\'s', 1);
-	unlike(join("\n", map { $_->{payload} } @n), qr/\Q@{[token_of('org-nest-inner')]}\E/,
+	unlike(join("\n", map { $_->{payload} } @n), qr/\Q@{[notification_token($node, 'org-nest-inner')]}\E/,
 		'savepoints: an organization published to only in a rolled-back savepoint is not announced');
 }
 
@@ -340,9 +335,9 @@ sub check_event_notification
 # 9. Rotating the key changes every token; notifications use the new one.
 #
 {
-	my $before = token_of('org-basic');
+	my $before = notification_token($node, 'org-basic');
 	$node->safe_psql('postgres', 'SELECT eventhub.rotate_notification_key()');
-	isnt(token_of('org-basic'), $before, 'rotation: the token changed');
+	isnt(notification_token($node, 'org-basic'), $before, 'rotation: the token changed');
 	my ($out, @n) = heard_in('rotation', publish_1('org-basic', 'basic-after-rotation'));
 	is(scalar(@n), 1, 'rotation: one notification');
 	check_event_notification($n[0], 'org-basic', 'basic-after-rotation', 'rotation', 1);

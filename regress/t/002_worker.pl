@@ -26,8 +26,6 @@ my $node = eventhub_node('primary',
 	maintenance_interval => '100ms',
 	conf => "restart_after_crash = on\nlog_lock_waits = on\ndeadlock_timeout = '50ms'");
 
-sub query { return $node->safe_psql('postgres', $_[0]) }
-
 #
 # Before CREATE EXTENSION: present, quiet, waiting.
 #
@@ -51,11 +49,11 @@ unlike($log, qr/(ERROR|FATAL).*eventhub/, 'no errors while waiting');
 #
 my $offset = -s $node->logfile;
 # The table holds the worker off while the test sets up its data.
-query('CREATE EXTENSION eventhub; CREATE TABLE hold AS SELECT 1;');
+query($node, 'CREATE EXTENSION eventhub; CREATE TABLE hold AS SELECT 1;');
 # Revisions 1-3 of every organization are two hours old (the guard is off for
 # this transaction).  Each organization's events are one entity's, each
 # superseded by the next: compaction (on by default) keeps only the last.
-query(q{
+query($node, q{
 	BEGIN;
 	SELECT eventhub.publish_event(o, 'API', 'UPDATE', 'api', NULL, '{}')
 	  FROM unnest(ARRAY['acme', 'globex', 'initech']) o, generate_series(1, 5) r;
@@ -66,49 +64,56 @@ query(q{
 $node->wait_for_log(qr/eventhub background worker found the extension in database "postgres"/, $offset);
 wait_for(what => 'retention', node => $node, sql => "SELECT count(*) = 0 FROM eventhub.events WHERE revision <= 3")
   or die "expired events were not deleted";
-is(query("SELECT string_agg(organization_id || ':' || revisions, ' ' ORDER BY organization_id)"
+is(query($node, "SELECT string_agg(organization_id || ':' || revisions, ' ' ORDER BY organization_id)"
 		  . " FROM (SELECT organization_id, string_agg(revision::text, ',' ORDER BY revision) AS revisions"
 		  . "       FROM eventhub.events GROUP BY 1) s"),
 	'acme:4,5 globex:4,5 initech:4,5', 'expired events deleted, fresh ones kept, in every organization');
-$node->wait_for_log(qr/eventhub retention deleted 9 expired events in 1 transactions/, $offset);
-pass('the deletion is logged with its count');
-is(query("SELECT string_agg(organization_id || ':' || revision, ' ' ORDER BY organization_id)"
+ok(logged($node, qr/eventhub retention deleted 9 expired events in 1 transactions/, $offset),
+	'the deletion is logged with its count');
+is(query($node, "SELECT string_agg(organization_id || ':' || revision, ' ' ORDER BY organization_id)"
 		  . ' FROM eventhub.organization_states'),
 	'acme:5 globex:5 initech:5', 'heads survive retention');
 my ($ret, $out, $err) = $node->psql('postgres', "SELECT * FROM eventhub.events_since('acme', 2)");
 like($err, qr/events of organization "acme" after revision 2 have been removed/,
 	'a cursor older than the kept history gets the resync error');
-is(query("SELECT string_agg(revision::text, ',') FROM eventhub.events_since('acme', 3)"),
+is(query($node, "SELECT string_agg(revision::text, ',') FROM eventhub.events_since('acme', 3)"),
 	'4,5', 'a current cursor keeps working');
 
 #
 # A reload changes the retention of the next cycle.
 #
-query("SET eventhub.protect_tables = off;"
+query($node, "SET eventhub.protect_tables = off;"
 	  . " UPDATE eventhub.events SET processed_timestamp = now() - interval '30 minutes' WHERE revision = 4;");
 wait_for_maintenance($node) or die 'no maintenance cycle';
-is(query('SELECT count(*) FROM eventhub.events WHERE revision = 4'),
+is(query($node, 'SELECT count(*) FROM eventhub.events WHERE revision = 4'),
 	'3', 'events 30 minutes old survive a one-hour retention');
 reload_settings($node, "eventhub.retention = '10min'") or die 'the new retention was not applied';
-is(query('SELECT count(*) FROM eventhub.events WHERE revision = 4'),
+is(query($node, 'SELECT count(*) FROM eventhub.events WHERE revision = 4'),
 	'0', 'after a reload, the next cycle uses the new retention');
 
 #
 # Killed, it comes back and keeps working; nothing committed is lost.
 #
 my $heads = "SELECT count(*) || '/' || sum(revision) FROM eventhub.organization_states";
-my $committed = query($heads);
+my $committed = query($node, $heads);
+# worker_back(PID): true once a maintenance worker other than PID is connected.
+sub worker_back
+{
+	my ($gone) = @_;
+	return wait_for(what => "a maintenance worker other than $gone", node => $node,
+		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eventhub maintenance' AND pid <> $gone");
+}
+
 my $pid = worker_pid($node);
 kill 'TERM', $pid;
-$pid = wait_for_worker($node, not => $pid);
-pass('the worker is back after SIGTERM');
+ok(worker_back($pid), 'the worker is back after SIGTERM');
+$pid = worker_pid($node);
 kill 'KILL', $pid;
 # A killed backend makes the postmaster reinitialize: every session goes.
-$pid = wait_for_worker($node, not => $pid);
-pass('the worker is back after SIGKILL and the crash restart');
-is(query($heads), $committed, 'no committed event was lost');
+ok(worker_back($pid), 'the worker is back after SIGKILL and the crash restart');
+is(query($node, $heads), $committed, 'no committed event was lost');
 
-query(q{
+query($node, q{
 	SELECT eventhub.publish_event('acme', 'API', 'DELETE', 'api', NULL, '{}');
 	SET eventhub.protect_tables = off;
 	UPDATE eventhub.events SET processed_timestamp = now() - interval '1 day' WHERE organization_id = 'acme';
@@ -125,7 +130,7 @@ ok(wait_for(what => 'retention by the restarted worker', node => $node,
 # organization's state is declared full at its head (complete_after, as
 # eventhub.declare_full_state() sets it): compaction lets every event go.
 reload_settings($node, "eventhub.retention = '2d'") or die 'the retention was not applied';
-query(q{
+query($node, q{
 	SET eventhub.protect_tables = off;
 	INSERT INTO eventhub.events
 	SELECT 'bulk-' || (i % 10), i / 10 + 1, gen_random_uuid(),
@@ -136,7 +141,7 @@ query(q{
 	SELECT 'bulk-' || o, gen_random_uuid(), 20000, now(), 20000 FROM generate_series(0, 9) o;
 });
 my $bulk = "SELECT count(*) FROM eventhub.events WHERE organization_id LIKE 'bulk-%'";
-is(query($bulk), '200000', 'backlog loaded');
+is(query($node, $bulk), '200000', 'backlog loaded');
 
 # Publishers run in rounds of one second, one after the other, until a
 # round ends with the backlog gone: they publish through the whole cleanup
@@ -163,7 +168,7 @@ my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
 for (;;)
 {
 	$rounds[-1]{h}->finish;
-	$remaining = query($bulk);
+	$remaining = query($node, $bulk);
 	last if $remaining == 0 || time() > $deadline;
 	start_round();
 }
@@ -184,10 +189,10 @@ my $processed = 0;
 $processed += $_ for map { $_->{out} =~ /number of transactions actually processed: (\d+)/ } @rounds;
 is(scalar(grep { $_->{out} =~ /number of failed transactions: 0 / } @rounds),
 	scalar(@rounds), 'no publish failed');
-is(query("SELECT count(*) || ' ' || bool_and(n = maxrev) FROM (SELECT count(*) n, max(revision) maxrev"
+is(query($node, "SELECT count(*) || ' ' || bool_and(n = maxrev) FROM (SELECT count(*) n, max(revision) maxrev"
 		  . " FROM eventhub.events WHERE organization_id LIKE 'live-%' GROUP BY organization_id) s"),
 	"4 true", 'every live organization has a gapless history');
-is(query("SELECT count(*) FROM eventhub.events WHERE organization_id LIKE 'live-%'"),
+is(query($node, "SELECT count(*) FROM eventhub.events WHERE organization_id LIKE 'live-%'"),
 	$processed, "every publish completed and is kept ($processed)");
 
 my @latency_us = map { (split / /)[2] } map { split /\n/, slurp_file($_) } glob("$bench_dir/latency*");
@@ -202,7 +207,7 @@ is(scalar(grep { $_ == $worker } @holders), 0, 'no publish waited on a lock the 
 # A hot standby: the worker does not run there.
 #
 my $standby = eventhub_standby($node, 'standby');
-query("SELECT eventhub.publish_event('after-backup', 'API', 'CREATE', 'x', NULL, '{}')");
+query($node, "SELECT eventhub.publish_event('after-backup', 'API', 'CREATE', 'x', NULL, '{}')");
 $node->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', "SELECT count(*) FROM eventhub.events WHERE organization_id = 'after-backup'"),
 	'1', 'the standby replays events');

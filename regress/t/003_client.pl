@@ -31,8 +31,6 @@ my $connstr = $node->connstr('postgres');
 # The watcher's backend: the library names its connection "eventhub".
 my $watcher_backend = "application_name = 'eventhub' AND backend_type = 'client backend'";
 
-sub query { return $node->safe_psql('postgres', $_[0]) }
-
 # The --org arguments of watch for ORGS.
 sub orgs { return map { ('--org', $_) } @_ }
 
@@ -45,17 +43,12 @@ sub watcher_pid
 {
 	my ($exclude) = @_;
 	my $cond = $watcher_backend . (defined $exclude ? " AND pid <> $exclude" : '');
-	wait_or_die('no watcher backend appeared', "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond");
-	return query("SELECT pid FROM pg_stat_activity WHERE $cond");
+	wait_or_die(what => 'no watcher backend appeared', node => $node, sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond");
+	return query($node, "SELECT pid FROM pg_stat_activity WHERE $cond");
 }
 
-sub terminate { return query("SELECT pg_terminate_backend($_[0])") }
+sub terminate { return query($node, "SELECT pg_terminate_backend($_[0])") }
 
-sub wait_or_die
-{
-	my ($what, $sql) = @_;
-	wait_for(what => $what, node => $node, sql => $sql) or die "$what\n";
-}
 
 # A psql process reading SQL from a pipe: publishes are fed while it runs.
 sub start_publisher
@@ -89,7 +82,7 @@ sub next_sql
 }
 
 # publish_n(ORG, N, ENTITY?): N events in one transaction.
-sub publish_n { query(join('', map { next_sql($_[0], $_[2]) } 1 .. $_[1])) }
+sub publish_n { query($node, join('', map { next_sql($_[0], $_[2]) } 1 .. $_[1])) }
 
 # COUNT publishes round-robin over ORGS, each its own transaction, PACE
 # seconds apart (the pace only makes the stream last; no result depends on it).
@@ -103,7 +96,7 @@ sub stream_sql
 sub rewrite_history
 {
 	my ($org, $n) = @_;
-	query("BEGIN;\nSET LOCAL eventhub.protect_tables = off;\n"
+	query($node, "BEGIN;\nSET LOCAL eventhub.protect_tables = off;\n"
 		  . "DELETE FROM eventhub.events WHERE organization_id = '$org';\n"
 		  . "DELETE FROM eventhub.organization_states WHERE organization_id = '$org';\n"
 		  . join('', map { next_sql($org) } 1 .. $n) . "COMMIT;\n");
@@ -112,7 +105,7 @@ sub rewrite_history
 sub committed_count
 {
 	my $list = join ',', map { "'$_'" } @{ $_[0] };
-	return query("SELECT count(*) FROM eventhub.events WHERE organization_id IN ($list)");
+	return query($node, "SELECT count(*) FROM eventhub.events WHERE organization_id IN ($list)");
 }
 
 # The resync line expected for ORG, REASON, at head HEAD (the version an
@@ -121,7 +114,7 @@ sub resync_line
 {
 	my ($org, $reason, $head) = @_;
 	return { resync => JSON::PP::true, organization_id => $org, reason => $reason, head_revision => $head,
-		head_version_id => query("SELECT COALESCE("
+		head_version_id => query($node, "SELECT COALESCE("
 			  . "(SELECT version_id FROM eventhub.events WHERE organization_id = '$org' AND revision = $head),"
 			  . " (SELECT version_id FROM eventhub.organization_states"
 			  . "   WHERE organization_id = '$org' AND revision = $head))") };
@@ -138,13 +131,13 @@ sub check_delivery
 	  for @$events;
 	for my $org (keys %$after)
 	{
-		$want{$org} = [ split /\n/, query(
+		$want{$org} = [ split /\n/, query($node, 
 			"SELECT revision || ' ' || correlation_id || ' ' || entity_id || ' ' || version_id"
 			  . " FROM eventhub.events WHERE organization_id = '$org' AND revision > $after->{$org}"
 			  . ' ORDER BY revision') ];
 		$want_revs{$org} = [ map { (split / /)[0] } @{ $want{$org} } ];
 		$contiguous{$org} = [ $after->{$org} + 1
-			  .. query("SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'") ];
+			  .. query($node, "SELECT revision FROM eventhub.organization_states WHERE organization_id = '$org'") ];
 	}
 	is_deeply(\%want_revs, \%contiguous, "$name: the committed revisions are contiguous up to each head");
 	is_deeply(\%got, \%want,
@@ -163,6 +156,17 @@ sub count_matches
 sub split_resync
 {
 	return ([ grep { $_->{resync} } @_ ], [ grep { !$_->{resync} } @_ ]);
+}
+
+# The event lines of a resync test's watcher W, once it exited 0 after
+# COUNT events with exactly one resync line (both checked).
+sub events_after_one_resync
+{
+	my ($w, $count) = @_;
+	is(finish_cli($w), 0, "resync: watcher exited 0 after --count $count events") or diag($w->{err});
+	my ($resyncs, $events) = split_resync(watch_lines($w));
+	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	return $events;
 }
 
 #
@@ -190,7 +194,7 @@ sub logged_statements
 	my $pid = watcher_pid();
 	# Its first (and, in this test, last) poll is done: it is idle after
 	# reading organization_states and then the data keys (eventhub.notifier_pid()).
-	wait_or_die('the watcher did not finish its first poll',
+	wait_or_die(what => 'the watcher did not finish its first poll', node => $node, sql =>
 		"SELECT state = 'idle' AND query LIKE '%notifier_pid%' FROM pg_stat_activity WHERE pid = $pid");
 	my $p = start_publisher();
 	# a rolled-back publish in the middle of the stream
@@ -204,7 +208,7 @@ sub logged_statements
 	check_delivery('notify', \@events, from_zero(@orgs));
 	is(scalar(grep { $_->{correlation_id} eq 'rolled-back-1' || $_->{entity_id} eq 'ghost' } @events),
 		0, 'notify: the rolled-back publish was not delivered');
-	is(query("SELECT count(*) FROM eventhub.events WHERE correlation_id = 'rolled-back-1'"),
+	is(query($node, "SELECT count(*) FROM eventhub.events WHERE correlation_id = 'rolled-back-1'"),
 		'0', 'notify: the rolled-back publish was not committed');
 	ok(ref $events[0]{event_data} eq 'HASH' && $events[0]{event_data}{n} =~ /^\d+$/,
 		'notify: event_data is printed as a JSON value');
@@ -248,12 +252,12 @@ sub logged_statements
 	my $pid1 = watcher_pid();
 	my $p = start_publisher();
 	feed($p, stream_sql(\@orgs, 30, 0.01));
-	wait_or_die('publishing did not start',
+	wait_or_die(what => 'publishing did not start', node => $node, sql =>
 		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
 	is(terminate($pid1), 't', 'kill: first watcher backend terminated');
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	my $pid2 = watcher_pid($pid1);
-	wait_or_die('publishing stalled', "SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
+	wait_or_die(what => 'publishing stalled', node => $node, sql => "SELECT count(*) >= 40 FROM eventhub.events WHERE organization_id LIKE 'kill-%'");
 	is(terminate($pid2), 't', 'kill: reconnected watcher backend terminated');
 	feed($p, stream_sql(\@orgs, 30, 0.01));
 	is(finish_publisher($p), 0, 'kill: publisher succeeded') or diag($p->{err});
@@ -275,7 +279,7 @@ sub logged_statements
 	watcher_pid();
 	my $p = start_publisher();
 	feed($p, stream_sql(\@orgs, 60, 0.01));
-	wait_or_die('publishing did not start',
+	wait_or_die(what => 'publishing did not start', node => $node, sql =>
 		"SELECT count(*) >= 10 FROM eventhub.events WHERE organization_id LIKE 'restart-%'");
 	$node->restart;
 	# The restart ended the publisher's session, probably mid-stream: the
@@ -321,7 +325,7 @@ sub logged_statements
 	}
 	feed($p, $sql);
 	is(finish_publisher($p), 0, 'multi: publisher succeeded') or diag($p->{err});
-	is(query("SELECT count(*) FROM pg_stat_activity WHERE $watcher_backend"),
+	is(query($node, "SELECT count(*) FROM pg_stat_activity WHERE $watcher_backend"),
 		'1', 'multi: the watcher follows the 40 organizations over one connection');
 	is(finish_cli($w), 0, 'multi: watcher exited 0 after --count 400 events') or diag($w->{err});
 	my @events = watch_lines($w);
@@ -339,7 +343,7 @@ sub logged_statements
 	# One entity's events, each superseded by the next: compaction (on by
 	# default) lets the cleanup remove them.
 	publish_n($org, 10, 'one');
-	is(query("SELECT eventhub.cleanup_events('$org', '-infinity', (SELECT processed_timestamp"
+	is(query($node, "SELECT eventhub.cleanup_events('$org', '-infinity', (SELECT processed_timestamp"
 			  . " FROM eventhub.events WHERE organization_id = '$org' AND revision = 6))"),
 		'5', 'resync: cleanup removed revisions 1-5 of 10');
 	my $w = start_watch($connstr, orgs($org), '--after', '0', '--count', '5', '--timeout', '30');
@@ -348,9 +352,7 @@ sub logged_statements
 		'resync: history_removed at head 10 is the first line');
 	# Published only once the watcher is at the head.
 	publish_n($org, 5);
-	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 5 events') or diag($w->{err});
-	my ($resyncs, $events) = split_resync(watch_lines($w));
-	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	my $events = events_after_one_resync($w, 5);
 	check_delivery('history_removed', $events, { $org => 10 });
 }
 
@@ -362,9 +364,7 @@ sub logged_statements
 	is_deeply([ watch_lines($w) ]->[0], resync_line($org, 'cursor_ahead', 15),
 		'resync: --after 100 above head 15 gives cursor_ahead at 15');
 	publish_n($org, 2);
-	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 2 events') or diag($w->{err});
-	my ($resyncs, $events) = split_resync(watch_lines($w));
-	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	my $events = events_after_one_resync($w, 2);
 	check_delivery('cursor_ahead', $events, { $org => 15 });
 }
 
@@ -378,20 +378,18 @@ sub logged_statements
 	my $pid = watcher_pid();
 	wait_for(what => 'version_mismatch', watch => $w, lines => 4);
 	check_delivery('before the rewrite', [ watch_lines($w) ], { $org => 0 });
-	wait_or_die('the watcher is not idle', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
+	wait_or_die(what => 'the watcher is not idle', node => $node, sql => "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
 	my $old_version =
-	  query("SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
+	  query($node, "SELECT version_id FROM eventhub.organization_states WHERE organization_id = '$org'");
 	rewrite_history($org, 4);
-	is(query("SELECT revision || ' ' || (version_id <> '$old_version')"
+	is(query($node, "SELECT revision || ' ' || (version_id <> '$old_version')"
 			  . " FROM eventhub.organization_states WHERE organization_id = '$org'"),
 		'4 true', 'resync: the rewritten history has the same head revision and another version');
 	wait_for(what => 'version_mismatch', watch => $w, lines => 5);
 	is_deeply([ watch_lines($w) ]->[4], resync_line($org, 'version_mismatch', 4),
 		'resync: version_mismatch at head 4 after the four original events');
 	publish_n($org, 2);
-	is(finish_cli($w), 0, 'resync: watcher exited 0 after --count 6 events') or diag($w->{err});
-	my ($resyncs, $events) = split_resync(watch_lines($w));
-	is(scalar @$resyncs, 1, 'resync: exactly one resync line');
+	my $events = events_after_one_resync($w, 6);
 	is(scalar @$events, 6, 'resync: 6 events, 4 old and 2 new');
 	check_delivery('after the rewrite', [ @$events[ 4 .. 5 ] ], { $org => 4 });
 }
@@ -405,7 +403,7 @@ SKIP:
 	skip 'valgrind is not installed (/usr/bin/valgrind)', 1 unless -x '/usr/bin/valgrind';
 	my @orgs = ('vg-a', 'vg-b');
 	publish_n('vg-b', 3, 'one');	# compaction removes 1 and 2, superseded
-	query("SELECT eventhub.cleanup_events('vg-b', '-infinity', 'infinity')");
+	query($node, "SELECT eventhub.cleanup_events('vg-b', '-infinity', 'infinity')");
 	my $w = start_watch($connstr, orgs(@orgs), '--after', '0', '--count', '45', '--timeout', '50',
 		{ prefix => [ '/usr/bin/valgrind', '--quiet', '--leak-check=full',
 				'--errors-for-leak-kinds=definite,indirect', '--error-exitcode=99' ] });
@@ -415,7 +413,7 @@ SKIP:
 		'valgrind: resync line for the removed history');
 	my $p = start_publisher();
 	feed($p, stream_sql(\@orgs, 20, 0.01));
-	wait_or_die('publishing did not start', "SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'");
+	wait_or_die(what => 'publishing did not start', node => $node, sql => "SELECT count(*) >= 5 FROM eventhub.events WHERE organization_id LIKE 'vg-%'");
 	is(terminate($pid1), 't', 'valgrind: watcher backend terminated');
 	feed($p, stream_sql(\@orgs, 25, 0.01));
 	is(finish_publisher($p), 0, 'valgrind: publisher succeeded') or diag($p->{err});
@@ -446,7 +444,7 @@ SKIP:
 	my $w = start_watch($connstr, orgs($org), '--count', '1', '--timeout', $wait, '--poll-interval', '600000',
 		'--replica-id', 'late', '--heartbeat-interval', '600000');
 	my $pid = watcher_pid();
-	wait_or_die('the heartbeat did not block', "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid");
+	wait_or_die(what => 'the heartbeat did not block', node => $node, sql => "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $pid");
 	publish_n($org, 1);
 	$locker->query_safe('COMMIT;');
 	my $released = Time::HiRes::time();
@@ -466,7 +464,7 @@ SKIP:
 		'--poll-interval', '600000');
 	my $pid = watcher_pid();
 	wait_for(what => 'rewrite-longer', watch => $w, lines => 3);
-	wait_or_die('the watcher is not idle', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
+	wait_or_die(what => 'the watcher is not idle', node => $node, sql => "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid");
 	rewrite_history($org, 4);
 	wait_for(what => 'rewrite-longer', watch => $w, lines => 4);
 	is_deeply([ watch_lines($w) ]->[3], resync_line($org, 'version_mismatch', 4),

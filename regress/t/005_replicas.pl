@@ -21,13 +21,6 @@ my $node = eventhub_node_quiet('replicas', replica_ttl => '2s', retention => '1s
 	conf => "eventhub.max_retention = '4s'");
 my $connstr = $node->connstr('postgres');
 
-sub query { return $node->safe_psql('postgres', $_[0]) }
-
-sub wait_or_die
-{
-	my ($what, $sql) = @_;
-	wait_for(what => $what, node => $node, sql => $sql) or die "$what: timed out";
-}
 
 #
 # Heartbeats from the client, and deregistration on exit.
@@ -35,11 +28,11 @@ sub wait_or_die
 publish($node, 'acme', 3);
 my $w = start_watch($connstr, '--org', 'acme', '--after', '0', '--count', '6', '--timeout', '60',
 	'--replica-id', 'gw-1', '--labels', '{"zone": "z1"}', '--heartbeat-interval', '200');
-wait_or_die('a heartbeat',
+wait_or_die(what => 'a heartbeat', node => $node, sql =>
 	"SELECT applied_revision = 3 FROM eventhub.replica_progress WHERE replica_id = 'gw-1' AND organization_id = 'acme'");
-is( query("SELECT labels->>'zone' || ' ' || (version IS NOT NULL) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
+is( query($node, "SELECT labels->>'zone' || ' ' || (version IS NOT NULL) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'z1 true', 'the heartbeat registered the replica with its labels and version');
-is( query("SELECT p.applied_version_id = s.version_id FROM eventhub.replica_progress p"
+is( query($node, "SELECT p.applied_version_id = s.version_id FROM eventhub.replica_progress p"
 		  . " JOIN eventhub.organization_states s ON s.organization_id = p.organization_id WHERE p.replica_id = 'gw-1'"),
 	't', 'it reports the version_id of the revision it applied');
 publish($node, 'acme', 2);
@@ -48,7 +41,7 @@ ok( wait_for(what => 'new progress', node => $node,
 	'later heartbeats report new progress');
 publish($node, 'acme', 1);
 is(finish_cli($w), 0, 'the watcher exited after its count') or diag($w->{err});
-is(query("SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
+is(query($node, "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-1'"),
 	'0', 'an orderly exit deregisters the replica');
 
 #
@@ -62,10 +55,10 @@ sub start_ack { return start_process([ "$work/client/test_ack", $connstr, @_ ], 
 my $acker = start_ack('acker', 'acme', '6', '2', 'sha-acme-2');
 wait_for(what => 'the acknowledgement', watch => $acker, matches => qr/acked/);
 like($acker->{out}, qr/acked/, 'the application was handed all six events') or diag($acker->{err});
-wait_or_die('the acknowledged revision',
+wait_or_die(what => 'the acknowledged revision', node => $node, sql =>
 	"SELECT applied_revision = 2 AND config_hash = 'sha-acme-2' FROM eventhub.replica_progress"
 	  . " WHERE replica_id = 'acker' AND organization_id = 'acme'");
-is(query("SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
+is(query($node, "SELECT lag_revisions FROM eventhub.replica_status WHERE replica_id = 'acker'"),
 	'4', 'the heartbeat reports the acknowledged revision (2 of 6) and the hash');
 $acker->{h}->signal('TERM');
 is(finish_cli($acker), 0, 'the acknowledging replica exits cleanly') or diag($acker->{err});
@@ -74,17 +67,17 @@ is(finish_cli($acker), 0, 'the acknowledging replica exits cleanly') or diag($ac
 # No more heartbeats: stale, then removed.
 #
 $w = start_watch($connstr, '--org', 'acme', '--timeout', '60', '--replica-id', 'gw-2', '--heartbeat-interval', '200');
-wait_or_die('gw-2 registering', "SELECT state = 'live' FROM eventhub.replica_status WHERE replica_id = 'gw-2'");
+wait_or_die(what => 'gw-2 registering', node => $node, sql => "SELECT state = 'live' FROM eventhub.replica_status WHERE replica_id = 'gw-2'");
 $w->{h}->signal('KILL');    # no orderly exit: no deregistration
 $w->{h}->finish;
 ok( wait_for(what => 'gw-2 stale', node => $node,
 		sql => "SELECT state = 'stale' FROM eventhub.replica_status WHERE replica_id = 'gw-2'"),
 	'a replica without heartbeats turns stale after eventhub.replica_ttl');
-wait_or_die('twice the ttl since gw-2\'s last heartbeat',
+wait_or_die(what => 'twice the ttl since gw-2\'s last heartbeat', node => $node, sql =>
 	"SELECT last_heartbeat < now() - 2 * current_setting('eventhub.replica_ttl')::interval"
 	  . " FROM eventhub.replicas WHERE replica_id = 'gw-2'");
 run_maintenance($node);
-is(query("SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-2'"),
+is(query($node, "SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-2'"),
 	'0', 'and maintenance removes it after twice that');
 
 #
@@ -98,15 +91,15 @@ is(query("SELECT count(*) FROM eventhub.replicas WHERE replica_id = 'gw-2'"),
 publish($node, 'slow', 3);
 publish($node, 'slow', 1, action => 'DELETE');
 my $lagger = start_ack('lagger', 'slow', '4', '1', 'sha-slow');
-wait_or_die('the laggard at revision 1',
+wait_or_die(what => 'the laggard at revision 1', node => $node, sql =>
 	"SELECT applied_revision = 1 FROM eventhub.replica_progress WHERE replica_id = 'lagger' AND organization_id = 'slow'");
 # A marker nobody follows: once it has expired, so have slow's events.
 publish($node, 'marker', 1, action => 'DELETE');
-wait_or_die('the marker expiring',
+wait_or_die(what => 'the marker expiring', node => $node, sql =>
 	"SELECT clock_timestamp() - processed_timestamp > current_setting('eventhub.retention')::interval"
 	  . " FROM eventhub.events WHERE organization_id = 'marker'");
 run_maintenance($node);
-is( query("SELECT string_agg(organization_id || '/' || revision, ',' ORDER BY revision) FROM eventhub.events"
+is( query($node, "SELECT string_agg(organization_id || '/' || revision, ',' ORDER BY revision) FROM eventhub.events"
 		  . " WHERE organization_id IN ('slow', 'marker')"),
 	'slow/1,slow/2,slow/3,slow/4', 'expired events a live replica has not applied are kept, and the one it applied last');
 
@@ -133,12 +126,12 @@ is_deeply(
 is($doc->{organizations}[0]{kept_events}, 4, 'status --json counts the kept events');
 
 # Past max_retention the events go anyway, and the laggard must resync.
-wait_or_die('slow\'s events reaching max_retention',
+wait_or_die(what => 'slow\'s events reaching max_retention', node => $node, sql =>
 	"SELECT clock_timestamp() - max(processed_timestamp) > current_setting('eventhub.max_retention')::interval"
 	  . " FROM eventhub.events WHERE organization_id = 'slow'");
 run_maintenance($node);
 run_maintenance($node);	# the tombstone, once nothing older of its entity is left
-is( query("SELECT state || ' ' || (SELECT count(*) FROM eventhub.events WHERE organization_id = 'slow')"
+is( query($node, "SELECT state || ' ' || (SELECT count(*) FROM eventhub.events WHERE organization_id = 'slow')"
 		  . " FROM eventhub.replica_status WHERE replica_id = 'lagger'"),
 	'live 0', 'at eventhub.max_retention the events are deleted although the replica is live');
 ($rc, $out, $err) = $node->psql('postgres', "SELECT * FROM eventhub.events_since('slow', 1)");

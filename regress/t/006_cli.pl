@@ -24,8 +24,6 @@ sub bare { ($rc, $out, $err) = run_cli(@_) }
 sub cli { bare('-d', $connstr, @_) }
 # eventhub publish --org acme --type API --action ACTION --entity ARGS...
 sub publish_acme { cli('publish', '--org', 'acme', '--type', 'API', '--action', shift, '--entity', @_) }
-sub query { return $node->safe_psql('postgres', $_[0]) }
-
 #
 # publish
 #
@@ -39,7 +37,7 @@ my $poll_interval = 5;
 cmp_ok(Time::HiRes::time() - $started, '<', $poll_interval / 2, 'publish returns as soon as it has the revision');
 publish_acme('UPDATE', 'weather');
 is("$rc $out", "0 2\n", 'the next publish prints the next revision; --data defaults to {}');
-is(query('SELECT event_data::text FROM eventhub.events WHERE revision = 2'), '{}', 'default data');
+is(query($node, 'SELECT event_data::text FROM eventhub.events WHERE revision = 2'), '{}', 'default data');
 publish_acme('CREATE', 'weather', '--correlation-id', 'req-1', '--data', '{"path": "/w"}');
 is("$rc $out", "0 1\n", 'a replay prints the original revision');
 publish_acme('DELETE', 'weather', '--correlation-id', 'req-1');
@@ -52,7 +50,7 @@ like($err, qr/invalid input syntax for type json.*SQLSTATE 22P02/, 'with the ser
 publish_acme('UPSERT', 'x');
 is($rc, 2, 'an unknown action is a usage error (exit 2)');
 like($err, qr/--action must be CREATE, UPDATE or DELETE/, 'named on stderr');
-is(query('SELECT count(*) FROM eventhub.events'), '2', 'no failed publish wrote anything');
+is(query($node, 'SELECT count(*) FROM eventhub.events'), '2', 'no failed publish wrote anything');
 
 #
 # status
@@ -60,7 +58,7 @@ is(query('SELECT count(*) FROM eventhub.events'), '2', 'no failed publish wrote 
 cli('status');
 is($rc, 0, 'status exits 0');
 like($out, qr/^ORGANIZATION_ID\s+REVISION\s+VERSION_ID\s+UPDATED_AT\s+KEPT_EVENTS\n/, 'status has a header');
-my $version = query("SELECT version_id FROM eventhub.organization_states WHERE organization_id = 'acme'");
+my $version = query($node, "SELECT version_id FROM eventhub.organization_states WHERE organization_id = 'acme'");
 like($out, qr/^acme\s+2\s+\Q$version\E\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+2$/m, 'status shows head, version, update and kept events');
 like($out, qr/no replicas report heartbeats/, 'and that no replica reports');
 cli('status', '--org', 'nobody');
@@ -70,7 +68,7 @@ like($err, qr/organization "nobody" is not registered/, 'and says so');
 #
 # cleanup
 #
-query("SET eventhub.protect_tables = off; UPDATE eventhub.events SET processed_timestamp = now() - interval '3 hours' WHERE revision = 1");
+query($node, "SET eventhub.protect_tables = off; UPDATE eventhub.events SET processed_timestamp = now() - interval '3 hours' WHERE revision = 1");
 cli('cleanup', '--older-than', '2 hours');
 is("$rc $out", "0 1\n", 'cleanup prints how many events it deleted');
 cli('cleanup', '--older-than', '2h');
@@ -81,7 +79,7 @@ like($err, qr/--older-than must not be negative/, 'and says so');
 cli('cleanup', '--older-than', 'soon');
 is($rc, 1, 'a duration PostgreSQL cannot read exits 1');
 like($err, qr/invalid input syntax for type interval/, 'with the server\'s message');
-is(query('SELECT count(*) FROM eventhub.events'), '1', 'the refused cleanups deleted nothing');
+is(query($node, 'SELECT count(*) FROM eventhub.events'), '1', 'the refused cleanups deleted nothing');
 
 #
 # help, usage errors, connection errors, timeouts
@@ -113,7 +111,7 @@ is($rc, 3, 'watch exits 3 when --timeout passes first');
 like($err, qr/timeout after 0.5 s with 0 events/, 'and says so');
 # A query the server refuses (here: no EXECUTE on events_since) is reported
 # and ends watch, instead of being retried in a tight loop.
-query(q{
+query($node, q{
 	CREATE ROLE regress_watcher LOGIN;
 	GRANT USAGE ON SCHEMA eventhub TO regress_watcher;
 	GRANT SELECT ON eventhub.organization_states, eventhub.events TO regress_watcher;
@@ -139,7 +137,7 @@ my $loop = start_process([ "$dir/eventloop", $connstr, '4', 'loop-a', 'loop-b' ]
 wait_for(what => 'the event loop connecting', node => $node,
 	sql => "SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name = 'eventhub' AND state = 'idle'")
   or die "the event loop did not connect";
-query(publish_sql('loop-b', action => 'CREATE', entity => 'b1') . publish_sql('loop-a', action => 'CREATE', entity => 'a1')
+query($node, publish_sql('loop-b', action => 'CREATE', entity => 'b1') . publish_sql('loop-a', action => 'CREATE', entity => 'a1')
 	  . publish_sql('loop-b', action => 'UPDATE', entity => 'b1') . publish_sql('loop-a', action => 'DELETE', entity => 'a1'));
 is(finish_cli($loop), 0, 'the event loop exits 0 after four events per client') or diag($loop->{err});
 for my $c (1, 2)
@@ -170,7 +168,7 @@ like((split /\n/, $out)[0], qr/"event_data": \{\}, "transaction_first_revision":
 #
 # get: the live entities and the head they are consistent with.
 #
-query(join('',
+query($node, join('',
 	publish_sql('cliget', event_type => 'API', action => 'CREATE', entity => 'w', data => '{"v": 1}'),
 	publish_sql('cliget', event_type => 'API', action => 'CREATE', entity => 'gone'),
 	publish_sql('cliget', event_type => 'API', action => 'UPDATE', entity => 'w', data => '{"v": 2}'),
@@ -185,8 +183,8 @@ my $entities_sql = q{
 	         ORDER BY event_type, entity_id, revision DESC) e
 	 WHERE action <> 'DELETE'};
 my $json = JSON::PP->new->canonical;
-my @want = map { $json->encode(JSON::PP->new->decode($_)) } split /\n/, query($entities_sql);
-my ($head_rev, $head_ver) = split /\|/, query("SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'cliget'");
+my @want = map { $json->encode(JSON::PP->new->decode($_)) } split /\n/, query($node, $entities_sql);
+my ($head_rev, $head_ver) = split /\|/, query($node, "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'cliget'");
 cli('get', '--org', 'cliget', '--batch-bytes', '1024');
 is($rc, 0, 'get exits 0') or diag($err);
 @lines = split /\n/, $out;
@@ -202,7 +200,7 @@ like($lines[0], qr/^\{"organization_id": "cliget", "event_type": "API", "entity_
 cli('get', '--org', 'cli-nobody');
 is("$rc $out", qq(0 {"snapshot": "end", "organization_id": "cli-nobody", "head_revision": 0, "head_version_id": null, "entities": 0}\n),
 	'get of an organization without events prints only the end line, at 0');
-query(q{SET eventhub.protect_tables = off;
+query($node, q{SET eventhub.protect_tables = off;
 	UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'clitxn'});
 cli('get', '--org', 'clitxn');
 is($rc, 1, 'get of an incomplete organization exits 1 (a retry cannot help)');
@@ -217,7 +215,7 @@ is($rc, 2, 'get takes one --org');
 # by a new snapshot between markers.
 #
 reload_settings($node, 'eventhub.compaction = on', worker => 0) or die 'the reload did not happen';
-query(join('', map { publish_sql('cliwatch', action => 'CREATE', entity => $_) } qw(a b)));
+query($node, join('', map { publish_sql('cliwatch', action => 'CREATE', entity => $_) } qw(a b)));
 my $w = start_watch($connstr, '--org', 'cliwatch', '--snapshot', '--poll-interval', '200');
 wait_for(what => 'the snapshot', watch => $w, matches => qr/"snapshot": "end"/) or die 'no snapshot';
 publish($node, 'cliwatch', 1, entity => 'z');
@@ -227,7 +225,7 @@ wait_for(what => 'the event after the snapshot', watch => $w, lines => 5) or die
 # carries, so that it has to fetch them once it runs again.)
 $w->{h}->signal('STOP');
 publish($node, 'cliwatch', 20, entity => 'u');
-query('SELECT eventhub.cleanup_events(clock_timestamp())');
+query($node, 'SELECT eventhub.cleanup_events(clock_timestamp())');
 $w->{h}->signal('CONT');
 wait_for(what => 'the second snapshot', watch => $w, matches => qr/"reason": "history_removed".*"snapshot": "end"/s)
   or die 'no resync';

@@ -122,9 +122,9 @@ su_wait('the late event expiring',
 $node->reload;
 su_wait('the cycle after the reload', 'SELECT count(*) = 0 FROM eventhub.events')
   or die "the reloaded worker did not delete the late event";
-$node->wait_for_log(qr/eventhub retention deleted 5 expired events(?s:.*)eventhub retention deleted 1 expired events/,
-	$offset);
-pass('attack: the restarted worker deleted the expired events and the stale replica');
+ok(logged($node, qr/eventhub retention deleted 5 expired events(?s:.*)eventhub retention deleted 1 expired events/,
+		$offset),
+	'attack: the restarted worker deleted the expired events and the stale replica');
 is(su("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'"), 'f', 'attack: app is no superuser');
 is(su('SELECT count(*) FROM s.trap_log'), '0', 'attack: the trap never ran');
 unlike(slurp_file($node->logfile, $offset), qr/ERROR|FATAL:  (?!terminating background worker "eventhub maintenance")/,

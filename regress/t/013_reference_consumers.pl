@@ -88,6 +88,15 @@ sub start_consumer
 	return $c;
 }
 
+# kill_consumer(C): kills consumer C (no orderly exit) and notes its stderr.
+sub kill_consumer
+{
+	my ($c) = @_;
+	$c->{h}->signal('KILL');
+	$c->{h}->finish;
+	note("$c->{lang} stderr:\n$c->{err}");
+}
+
 # Complete lines a consumer printed, per organization.
 sub lines_by_org
 {
@@ -120,13 +129,6 @@ sub expected_events
 		"SELECT format('EVENT %s %s %s %s %s', organization_id, revision, version_id, action, entity_id)"
 		  . " FROM eventhub.events WHERE organization_id = '$org' AND revision BETWEEN $from AND $to ORDER BY revision");
 	return [ split /\n/, $rows ];
-}
-
-# ORG's head: (revision, version).
-sub head
-{
-	return split /\|/,
-	  $node->safe_psql('postgres', "SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$_[0]'");
 }
 
 # 1. The kept history from 0, then a stream woken by notifications only.
@@ -166,7 +168,7 @@ ok(wait_all(\@consumers, sub { line_count($_[0]) >= 40 }, 'forged'), 'forged not
 
 # Every organization: revisions 1..head exactly once, in order, with the
 # version, action and entity of the row.
-my %head_before = map { ($_ => (head($_))[0]) } @orgs;
+my %head_before = map { ($_ => (org_head($node, $_))[0]) } @orgs;
 for my $c (@consumers)
 {
 	is_deeply(lines_by_org($c)->{$_}, expected_events($_, 1, $head_before{$_}),
@@ -185,9 +187,7 @@ for my $c (@consumers)
 	};
 	my $want = join ',', map { "$_=$head_before{$_}" } @orgs;
 	ok(wait_all([$c], sub { $stored->() eq $want }, 'cursor file'), "$c->{lang}: its cursor file holds the heads");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
+	kill_consumer($c);
 	my $cursors = decode_json(slurp_file($file));
 	my $last_printed = { map { ($_ => lines_by_org($c)->{$_}[-1]) } @orgs };
 	is_deeply(
@@ -215,7 +215,7 @@ rewrite('acme', 8, 6);      # diverged at 9: head 14 above the cursor (11)
 rewrite('hooli', 7, 3);     # diverged at 8: head 10, the cursor's revision
 rewrite('globex', 6, 0);    # cut: head 6, below the cursor
 publish($node, 'initech', 2);      # untouched: 9, 10 while the consumers are down
-my %head = map { ($_ => [ head($_) ]) } @orgs;
+my %head = map { ($_ => [ org_head($node, $_) ]) } @orgs;
 
 # Six events to deliver after the resyncs: they exit 0 then.
 @consumers = map { start_consumer($_, {}, '--poll-interval-ms', 200, '--count', 6) } @langs;
@@ -262,7 +262,7 @@ $node->safe_psql('postgres', q{
 	SELECT eventhub.cleanup_events('wayne', '-infinity', 'infinity');
 	COMMIT;
 });
-my @wayne_head = head('wayne');
+my @wayne_head = org_head($node, 'wayne');
 is($wayne_head[0], 5, 'ZE001: wayne is at 5');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM eventhub.events WHERE organization_id = 'wayne' AND revision = 4}),
 	'0', 'ZE001: wayne 4 is removed');
@@ -372,8 +372,8 @@ $node->safe_psql('postgres', q{
 	SET eventhub.protect_tables = off;
 	UPDATE eventhub.organization_states SET complete_after = NULL WHERE organization_id = 'wonka'});
 
-my @stark = head('stark');
-my @wonka = head('wonka');
+my @stark = org_head($node, 'stark');
+my @wonka = org_head($node, 'wonka');
 my $stark_digest = checked_app_digest('stark');
 @consumers = map {
 	start_consumer($_, { orgs => [qw(stark wonka nobody)], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
@@ -394,7 +394,7 @@ for my $c (@consumers)
 
 # One transaction of three events: one TXN line, after its events.
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 2}' ], [ 'API', 'DELETE', 'a' ], [ 'Plan', 'CREATE', 'c', '{"v": 3}' ]);
-my @txn = head('stark');
+my @txn = org_head($node, 'stark');
 my $txn_digest = checked_app_digest('stark');
 ok(wait_all(\@consumers, $digest_at->('stark', $txn[0]), 'snapshot transaction'), 'snapshot: both apply the transaction');
 my @stark_lines = (
@@ -414,7 +414,7 @@ $node->safe_psql('postgres', q{SELECT eventhub.cleanup_events('stark', '-infinit
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM eventhub.events WHERE organization_id = 'stark' AND revision = $txn[0] + 1"),
 	'0', 'snapshot: the event after their cursor is removed');
-my @resync = head('stark');
+my @resync = org_head($node, 'stark');
 my $resync_digest = checked_app_digest('stark');
 kill 'CONT', $_->{h}{KIDS}[0]{PID} for @consumers;
 ok(wait_all(\@consumers, $digest_at->('stark', $resync[0]), 'snapshot resync'), 'snapshot: both resync');
@@ -444,15 +444,23 @@ for my $c (@consumers)
 
 # Killed and restarted: they go on from the entities stored with the
 # cursor, without a snapshot.
-for my $c (@consumers)
-{
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
+kill_consumer($_) for @consumers;
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 7}' ], [ 'Plan', 'DELETE', "\x{e9}t\x{e9}" ]);
-my @restart = head('stark');
+my @restart = org_head($node, 'stark');
 my $restart_digest = checked_app_digest('stark');
+# check_snapshot_lines(ORG, LINES, WHAT): checks that each consumer printed
+# LINES (snapshot_lines) for ORG, WHAT naming the check ("%s" its
+# language), then kills it.
+sub check_snapshot_lines
+{
+	my ($org, $lines, $what) = @_;
+	for my $c (@consumers)
+	{
+		is_deeply(snapshot_lines($c, $org), $lines, sprintf($what, $c->{lang}));
+		kill_consumer($c);
+	}
+}
+
 @consumers = map {
 	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
@@ -474,7 +482,7 @@ $node->safe_psql('postgres', q{
 	INSERT INTO app_entities SELECT 'stark', 'Bulk', i::text, jsonb_build_object('i', i) FROM generate_series(1, 1001) i;
 	COMMIT;
 });
-my @bulk = head('stark');
+my @bulk = org_head($node, 'stark');
 my $bulk_digest = checked_app_digest('stark');
 ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0]), 'snapshot bulk'), 'snapshot: both apply the large transaction');
 for my $c (@consumers)
@@ -491,17 +499,12 @@ for my $c (@consumers)
 # from a snapshot of two pages.
 publish_app('stark', [ 'API', 'CREATE', 'x', '{"lost": true}' ]);
 ok(wait_all(\@consumers, $digest_at->('stark', $bulk[0] + 1), 'snapshot lost'), 'snapshot: both apply the event to lose');
-for my $c (@consumers)
-{
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
+kill_consumer($_) for @consumers;
 rewrite('stark', $bulk[0], 0);
 $node->safe_psql('postgres', q{DELETE FROM app_entities WHERE organization_id = 'stark' AND entity_id = 'x'});
 publish_app('stark', [ 'API', 'UPDATE', 'B', '{"v": 9}' ]);
 publish_app('stark', [ 'API', 'CREATE', 'y', '{}' ]);
-my @rewritten = head('stark');
+my @rewritten = org_head($node, 'stark');
 my $rewritten_digest = checked_app_digest('stark');
 my $entities = $node->safe_psql('postgres', q{SELECT count(*) FROM app_entities WHERE organization_id = 'stark'});
 cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
@@ -509,15 +512,9 @@ cmp_ok($entities, '>', 1000, 'snapshot: stark\'s snapshot takes two pages');
 	start_consumer($_, { orgs => ['stark'], cursor => 'snap' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
 ok(wait_all(\@consumers, $digest_at->('stark', $rewritten[0]), 'snapshot rewritten'), 'snapshot: both resync after the rewrite');
-for my $c (@consumers)
-{
-	is_deeply(snapshot_lines($c, 'stark'),
-		[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
-		"snapshot: $c->{lang} resyncs from a snapshot after ZE003 and converges");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
+check_snapshot_lines('stark',
+	[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
+	'snapshot: %s resyncs from a snapshot after ZE003 and converges');
 
 # 7. A hot standby: LISTEN is refused there, so they poll; once it is
 # promoted they listen.
@@ -550,21 +547,14 @@ for my $c (@consumers)
 # pointed at the new primary, resync from a snapshot there and drop that
 # entity.
 publish($node, 'umbrella', 2, action => 'CREATE', entity => 'old-only', data => '{"old": true}');
-my @old = head('umbrella');
+my @old = org_head($node, 'umbrella');
 @consumers = map {
 	start_consumer($_, { orgs => ['umbrella'], cursor => 'failover' }, '--snapshot', '--poll-interval-ms', 600_000)
 } @langs;
 ok(wait_all(\@consumers, $digest_at->('umbrella', $old[0]), 'failover old'), 'failover: both follow the old primary');
-for my $c (@consumers)
-{
-	is_deeply(snapshot_lines($c, 'umbrella'),
-		[ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
-		"failover: $c->{lang} starts from the old primary's snapshot");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-}
-my @new = split /\|/, $standby->safe_psql('postgres',
-	"SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'umbrella'");
+check_snapshot_lines('umbrella', [ "SNAPSHOT umbrella @old 2", "DIGEST umbrella $old[0] " . snapshot_digest('umbrella') ],
+	'failover: %s starts from the old primary\'s snapshot');
+my @new = org_head($standby, 'umbrella');
 my $new_digest = snapshot_digest('umbrella', $standby);
 isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s state differs');
 @consumers = map {
@@ -572,15 +562,8 @@ isnt($new_digest, snapshot_digest('umbrella'), 'failover: the new primary\'s sta
 		'--poll-interval-ms', 600_000)
 } @langs;
 ok(wait_all(\@consumers, $digest_at->('umbrella', $new[0]), 'failover new'), 'failover: both resync on the new primary');
-for my $c (@consumers)
-{
-	is_deeply(snapshot_lines($c, 'umbrella'),
-		[ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
-		"failover: $c->{lang} resyncs from the new primary's snapshot and converges");
-	$c->{h}->signal('KILL');
-	$c->{h}->finish;
-	note("$c->{lang} stderr:\n$c->{err}");
-}
+check_snapshot_lines('umbrella', [ "RESYNC umbrella ZE002 @new", "SNAPSHOT umbrella @new 1", "DIGEST umbrella $new[0] $new_digest" ],
+	'failover: %s resyncs from the new primary\'s snapshot and converges');
 
 $standby->stop;
 $node->stop;

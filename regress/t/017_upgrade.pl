@@ -140,7 +140,7 @@ sub upgrade_from
 	like($stderr, qr/eventhub's SQL objects in this database are at version \Q$old\E, its library at version \Q$new\E/,
 		"$old: until the update, the new library refuses to publish");
 	like($stderr, qr/HINT:  Run ALTER EXTENSION eventhub UPDATE in this database\./, "$old: and says what to run");
-	ok($node->wait_for_log(qr/waiting for the extension in database "postgres" to be updated from version \Q$old\E to \Q$new\E/, $offset),
+	ok(logged($node, qr/waiting for the extension in database "postgres" to be updated from version \Q$old\E to \Q$new\E/, $offset),
 		"$old: the worker waits for the update, and says so");
 
 	# Watchers of the new release, resuming from stored cursors, as the reader.
@@ -167,7 +167,7 @@ sub upgrade_from
 		ORDER BY organization_id) FROM eventhub.organization_states"), $compacted ? 'acme 0, globex 0, initech 0' : 'acme 0, globex 0, initech NULL',
 		$compacted ? "$old: complete_after stays 0: compaction kept every entity's latest event"
 		: "$old: complete_after is 0 where every event is kept, NULL where events were removed");
-	ok($node->wait_for_log(qr/found the extension in database "postgres"/, $offset), "$old: the worker goes back to work");
+	ok(logged($node, qr/found the extension in database "postgres"/, $offset), "$old: the worker goes back to work");
 
 	is(publish($node, 'acme', 2, user => 'publisher'), '7', "$old: the publisher publishes with the grant it had");
 	is(publish($node, 'globex', 1, user => 'publisher'), '4', "$old: in every organization");
@@ -233,13 +233,11 @@ sub upgrade_from
 	};
 	my ($updated, $fresh) = ($catalog->('upd'), $catalog->('fresh'));
 	cmp_ok(scalar(() = $fresh =~ /ALTER EXTENSION eventhub ADD/g), '>', 20, "$old: the dump lists the extension's objects");
-	if ($updated eq $fresh) { pass("a database updated from $old and a fresh one have identical catalogs"); }
-	else
+	ok($updated eq $fresh, "a database updated from $old and a fresh one have identical catalogs") or do
 	{
-		fail("a database updated from $old and a fresh one have identical catalogs");
 		append_to_file("$PostgreSQL::Test::Utils::tmp_check/$_->[0]-$old.sql", $_->[1]) for [ updated => $updated ], [ fresh => $fresh ];
 		diag(`cd $PostgreSQL::Test::Utils::tmp_check && diff updated-$old.sql fresh-$old.sql | head -40`);
-	}
+	};
 
 	# The roles' grants, re-applied inside the update scripts (0.1.0 ->
 	# 0.2.0), are not the objects' initial privileges (pg_dump would leave

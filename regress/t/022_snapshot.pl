@@ -145,13 +145,12 @@ END $$;
 my $session = $node->background_psql('postgres');
 $session->set_query_timer_restart;
 
-# query(SQL, NODE?): SQL's result on NODE (the node by default).
-sub query
+# via(NODE?): query's options for NODE (the node by default): the session
+# while there is one and NODE is the node.
+sub via
 {
-	my ($sql, $server) = @_;
-	return $session && (!$server || $server == $node)
-	  ? $session->query_safe($sql)
-	  : ($server // $node)->safe_psql('postgres', $sql);
+	my ($server) = @_;
+	return $session && (!$server || $server == $node) ? (session => $session) : ();
 }
 
 # The publishers' transaction: 1-3 changes, one in ten rolled back.
@@ -178,14 +177,6 @@ sub finish_publishers
 {
 	my ($p, $what) = @_;
 	is(finish_cli($p), 0, "$what: the publishers succeed") or diag($p->{err});
-}
-
-# ORG's head: (revision, version).
-sub head
-{
-	my ($org, $server) = @_;
-	return split /\|/,
-	  query("SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = '$org'", $server);
 }
 
 # Consumers.  Each is a handle with kind (cli, sql, go, python), org, out,
@@ -233,10 +224,10 @@ sub sql_consumer_map
 	is($c->{h}->result(0), 0, "the SQL consumer's snapshot of $c->{org} is read") or diag($c->{err});
 	my ($first, @rows) = map { decode_json($_) } split /\n/, $c->{out};
 	my %map = map { ("$_->[0]\t$_->[1]" => $_->[2]) } @rows;
-	my $events = query(
+	my $events = query($node,
 		"SELECT json_agg(json_build_array(event_type, entity_id, action, event_data) ORDER BY revision)"
 		  . " FROM eventhub.events_since('$c->{org}', $first->[3], 1000000, "
-		  . (defined $first->[4] ? "'$first->[4]'" : 'NULL') . ')');
+		  . (defined $first->[4] ? "'$first->[4]'" : 'NULL') . ')', via());
 	for my $e (@{ $events eq '' ? [] : decode_json($events) })
 	{
 		if ($e->[2] eq 'DELETE') { delete $map{"$e->[0]\t$e->[1]"} }
@@ -267,13 +258,12 @@ sub caught_up
 sub converged
 {
 	my ($what, $server, $org, @cs) = @_;
-	my ($head) = head($org, $server);
+	my ($head) = org_head($server, $org, via($server));
 	wait_for(what => "$what: consumers at $head", pump => \@cs,
 		until => sub { !grep { !caught_up($_, $head) } @cs })
 	  or return fail("$what: every consumer reaches the head $head");
-	my %via = $session && $server == $node ? (session => $session) : ();
-	my $app = map_digest(app_map($server, $org, %via));
-	my $app_text = app_digest($server, $org, %via);
+	my $app = map_digest(app_map($server, $org, via($server)));
+	my $app_text = app_digest($server, $org, via($server));
 	for my $c (@cs)
 	{
 		if ($c->{kind} eq 'cli' || $c->{kind} eq 'sql')
@@ -305,14 +295,13 @@ sub history_check
 {
 	my ($org, $kept_only, $server) = @_;
 	my $join = $kept_only ? 'LEFT JOIN' : 'FULL JOIN';
-	return query(qq{
+	return query($server // $node, qq{
 		SELECT count(*) FROM (SELECT * FROM eventhub.events WHERE organization_id = '$org') e
 		  $join (SELECT * FROM app.history WHERE organization_id = '$org') h USING (organization_id, revision)
 		 WHERE h.revision IS NULL OR e.revision IS NULL OR e.event_type <> h.event_type OR e.entity_id <> h.entity_id
 		    OR e.action <> h.action OR e.event_data <> h.event_data
 		    OR coalesce(e.transaction_first_revision, -1)
-		       <> (SELECT min(x.revision) FROM app.history x WHERE x.organization_id = '$org' AND x.xact = h.xact)},
-		$server);
+		       <> (SELECT min(x.revision) FROM app.history x WHERE x.organization_id = '$org' AND x.xact = h.xact)}, via($server));
 }
 
 # Each entity's latest event, from the history: the live ones' revisions.
@@ -327,9 +316,9 @@ sub live_latest_sql
 sub transactions_check
 {
 	my ($what, $c) = @_;
-	my %want = map { my ($r, $f, $e) = split /\|/; ($r => "$f $e") } split /\n/, query(qq{
+	my %want = map { my ($r, $f, $e) = split /\|/; ($r => "$f $e") } split /\n/, query($node, qq{
 		SELECT revision, min(revision) OVER w, revision = max(revision) OVER w
-		  FROM app.history WHERE organization_id = '$c->{org}' WINDOW w AS (PARTITION BY xact)});
+		  FROM app.history WHERE organization_id = '$c->{org}' WINDOW w AS (PARTITION BY xact)}, via());
 	my @events = @{ fold_watch_lines(watch_lines($c))->{ $c->{org} }{events} // [] };
 	my @bad = grep {
 		my $t = "$_->{transaction_first_revision} " . ($_->{transaction_end} ? 't' : 'f');
@@ -344,9 +333,9 @@ sub transactions_check
 sub txn_lines_check
 {
 	my ($what, $c) = @_;
-	my %want = map { ($_ => 1) } split /\n/, query(qq{
+	my %want = map { ($_ => 1) } split /\n/, query($node, qq{
 		SELECT format('%s %s %s', min(revision), max(revision), count(*)) FROM app.history
-		 WHERE organization_id = '$c->{org}' GROUP BY xact});
+		 WHERE organization_id = '$c->{org}' GROUP BY xact}, via());
 	my @txn = $c->{out} =~ /^TXN \Q$c->{org}\E (\d+ \d+ \d+)$/mg;
 	my @bad = grep { !$want{$_} } @txn;
 	is(scalar(@bad), 0, "$what: each of $c->{kind}'s " . scalar(@txn) . ' TXN lines is one whole transaction')
@@ -368,11 +357,11 @@ for my $run (1 .. $runs)
 
 	# 1. History before the consumers.
 	finish_publishers(publishers($org, 5), "$what, before the consumers");
-	my ($h0) = head($org);
+	my ($h0) = org_head($node, $org, via());
 
 	# 2. Cold consumers start while publishing goes on.
 	my $p = publishers($org, 10);
-	wait_for(what => "$what: publishing", pump => [$p], until => sub { (head($org))[0] > $h0 || !$p->{h}->pumpable });
+	wait_for(what => "$what: publishing", pump => [$p], until => sub { (org_head($node, $org, via()))[0] > $h0 || !$p->{h}->pumpable });
 	my @consumers = (start_sql_snapshot($org));
 	push @consumers, start_watch_snapshot($org, undef, $run % 2 ? ('--batch-bytes', 2000) : ());
 	push @consumers, map { start_reference($_, $org) } qw(go python) if $refs;
@@ -383,39 +372,39 @@ for my $run (1 .. $runs)
 	@consumers = grep { $_ != $sql } @consumers;
 
 	# 3. Retention at a quiescent point.
-	my $superseded = query(
-		"SELECT count(*) FROM app.history WHERE organization_id = '$org' AND revision NOT IN (" . live_latest_sql($org) . ')');
-	my $cutoff = query('SELECT clock_timestamp()');
-	query("SELECT eventhub.cleanup_events('$cutoff')");
-	is( query(qq{
+	my $superseded = query($node,
+		"SELECT count(*) FROM app.history WHERE organization_id = '$org' AND revision NOT IN (" . live_latest_sql($org) . ')', via());
+	my $cutoff = query($node, 'SELECT clock_timestamp()', via());
+	query($node, "SELECT eventhub.cleanup_events('$cutoff')", via());
+	is( query($node, qq{
 			SELECT count(*) FROM (} . live_latest_sql($org) . qq{) l
-			 WHERE NOT EXISTS (SELECT FROM eventhub.events e WHERE e.organization_id = '$org' AND e.revision = l.revision)}),
+			 WHERE NOT EXISTS (SELECT FROM eventhub.events e WHERE e.organization_id = '$org' AND e.revision = l.revision)}, via()),
 		0, "$what: retention kept every live entity's latest event");
-	is( query(qq{
+	is( query($node, qq{
 			SELECT count(*) FROM eventhub.events e WHERE e.organization_id = '$org' AND e.processed_timestamp < '$cutoff'
 			   AND EXISTS (SELECT FROM app.history h WHERE h.organization_id = e.organization_id
-			                  AND h.event_type = e.event_type AND h.entity_id = e.entity_id AND h.revision > e.revision)}),
+			                  AND h.event_type = e.event_type AND h.entity_id = e.entity_id AND h.revision > e.revision)}, via()),
 		0, "$what: no superseded event older than the cutoff remains");
 	# Tombstones whose older events went in that pass go in the next.
-	query("SELECT eventhub.cleanup_events(clock_timestamp())");
-	is( query(
-			"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = '$org'"),
-		query('SELECT string_agg(revision::text, \',\' ORDER BY revision) FROM (' . live_latest_sql($org) . ') l'),
+	query($node, "SELECT eventhub.cleanup_events(clock_timestamp())", via());
+	is( query($node,
+			"SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = '$org'", via()),
+		query($node, 'SELECT string_agg(revision::text, \',\' ORDER BY revision) FROM (' . live_latest_sql($org) . ') l', via()),
 		"$what: a second pass leaves exactly the live entities' latest events ($superseded superseded or deleted removed)");
 
 	# 4. Publishing again, with a late cold consumer (a compacted history)
 	# and retention while it runs.
-	my ($h1) = head($org);
+	my ($h1) = org_head($node, $org, via());
 	$p = publishers($org, 10);
-	wait_for(what => "$what: publishing again", pump => [$p], until => sub { (head($org))[0] > $h1 || !$p->{h}->pumpable });
+	wait_for(what => "$what: publishing again", pump => [$p], until => sub { (org_head($node, $org, via()))[0] > $h1 || !$p->{h}->pumpable });
 	push @consumers, start_watch_snapshot($org);
 	$consumers[-1]{name} = 'late cli';
-	query('SELECT eventhub.cleanup_events(clock_timestamp())');
+	query($node, 'SELECT eventhub.cleanup_events(clock_timestamp())', via());
 	finish_publishers($p, "$what, with retention");
 	is(history_check($org, 1), 0, "$what: each kept event is its history row");
-	is( query(qq{
+	is( query($node, qq{
 			SELECT count(*) FROM (} . live_latest_sql($org) . qq{) l
-			 WHERE NOT EXISTS (SELECT FROM eventhub.events e WHERE e.organization_id = '$org' AND e.revision = l.revision)}),
+			 WHERE NOT EXISTS (SELECT FROM eventhub.events e WHERE e.organization_id = '$org' AND e.revision = l.revision)}, via()),
 		0, "$what: retention during publishing kept every live entity's latest event");
 	converged("$what, after retention", $node, $org, @consumers);
 	for my $c (@consumers)
@@ -457,10 +446,10 @@ sub snapshots
 	my $w = start_watch_snapshot($org, undef, '--batch-bytes', 1500);
 	converged('three: bootstrapped', $node, $org, $w);
 	my $p = publishers($org, 10);
-	my $first = query(qq{
+	my $first = query($node, qq{
 		BEGIN;
 		SELECT min(app.change('$org', 1, 1000 + i, 10, i)) FROM generate_series(1, 3) i;
-		COMMIT;});
+		COMMIT;}, via());
 	finish_publishers($p, 'three: concurrent publishers');
 	converged('three', $node, $org, $w);
 	is( join(' ', map { "$_->{revision}:$_->{transaction_first_revision}:" . ($_->{transaction_end} ? 'end' : '') }
@@ -494,7 +483,7 @@ sub snapshots
 	finish_publishers(publishers($org, 5), 'removed: history');
 	my @cs = (start_watch_snapshot($org), ($ref_skip ? () : map { start_reference($_, $org) } qw(go python)));
 	converged('removed: bootstrapped', $node, $org, @cs);
-	my ($cursor) = head($org);
+	my ($cursor) = org_head($node, $org, via());
 	# Notifications without their events while they are stopped: the
 	# library would otherwise find the events in the notifications its
 	# connection received meanwhile, with no need to fetch what retention
@@ -502,9 +491,9 @@ sub snapshots
 	reload_settings($node, 'eventhub.notification_events = off', worker => 0) or die 'the reload did not happen';
 	kill 'STOP', pid($_) for @cs;
 	# Two changes of one entity in two transactions: the first is superseded.
-	query("SELECT app.change('$org', 1, 1, 10, $_)") for 1, 2;
+	query($node, "SELECT app.change('$org', 1, 1, 10, $_)", via()) for 1, 2;
 	finish_publishers(publishers($org, 5), 'removed: while they are stopped');
-	query('SELECT eventhub.cleanup_events(clock_timestamp())');
+	query($node, 'SELECT eventhub.cleanup_events(clock_timestamp())', via());
 	my (undef, undef, $err) =
 	  $node->psql('postgres', "\\set VERBOSITY sqlstate\nSELECT count(*) FROM eventhub.events_since('$org', $cursor)");
 	like($err, qr/ZE001/, 'removed: events after their cursor are gone (ZE001)');
@@ -538,7 +527,7 @@ sub snapshots
 	$standby->stop;
 	finish_publishers(publishers($org, 5), 'failover: the history the standby never receives');
 	converged('failover: the lost history applied', $node, $org, @cs);
-	my ($lost_head) = head($org);
+	my ($lost_head) = org_head($node, $org, via());
 	my @refs = grep { $_->{kind} ne 'cli' } @cs;
 	for my $c (@refs)
 	{
@@ -557,7 +546,7 @@ sub snapshots
 	$standby->start;
 	$standby->promote;
 	finish_publishers(publishers($org, 5, $standby), 'failover: the new history')
-	  while (head($org, $standby))[0] <= $lost_head;
+	  while (org_head($standby, $org, via($standby)))[0] <= $lost_head;
 	kill 'CONT', pid($_) for @kept;
 	@cs = (@kept, map { start_reference($_->{kind}, $org, server => $standby) } @refs);
 	converged('failover: resynced', $standby, $org, @cs);

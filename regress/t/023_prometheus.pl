@@ -149,8 +149,8 @@ push @daemons, start_process(
 my $prometheus = "http://127.0.0.1:$port{prometheus}";
 my %instance = map { $_ => "127.0.0.1:$port{$_}" } qw(exporter node1 node2);
 
-# query(PROMQL): Prometheus' instant vector, as [ { metric => {...}, value => [t, "v"] } ].
-sub query
+# promql(PROMQL): Prometheus' instant vector, as [ { metric => {...}, value => [t, "v"] } ].
+sub promql
 {
 	my $body = get("$prometheus/api/v1/query?" . $http->www_form_urlencode({ query => $_[0] }));
 	my $r = $body && eval { $json->decode($body) };
@@ -161,7 +161,7 @@ sub query
 sub by
 {
 	my ($label, $promql) = @_;
-	return { map { ($_->{metric}{$label} // '') => $_->{value}[1] } @{ query($promql) } };
+	return { map { ($_->{metric}{$label} // '') => $_->{value}[1] } @{ promql($promql) } };
 }
 
 # The alerts named NAME in STATE (pending, firing).
@@ -173,14 +173,10 @@ sub alerts
 	return grep { $_->{labels}{alertname} eq $name && $_->{state} eq $state } @{ $r->{data}{alerts} };
 }
 
-# wait_until(WHAT, CODE): wait_for's until, with the daemons watched.
-sub wait_until
-{
-	my ($what, $cond) = @_;
-	return wait_for(what => $what, until => $cond, pump => [ @daemons, values %replica ]);
-}
+# Every wait reads the daemons' and the replicas' output.
+pump_during_waits(sub { (@daemons, values %replica) });
 
-ok(wait_until('every target up', sub { (query('sum(up) == 3')->[0]{value}[1] // 0) == 3 }),
+ok(wait_until('every target up', sub { (promql('sum(up) == 3')->[0]{value}[1] // 0) == 3 }),
 	'Prometheus scrapes the exporter and both node_exporters')
   or diag(join "\n", map { $_->{err} } @daemons);
 

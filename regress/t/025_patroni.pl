@@ -110,11 +110,7 @@ sub sql_on
 sub leader { my ($name) = split ' ', ha('leader', $ha_dir); return $name; }
 
 # Publishers and consumers are pumped by every wait.
-sub wait_until
-{
-	my ($what, $cond) = @_;
-	return wait_for(what => $what, pump => [ grep { $_->{h} } @publishers, @consumers ], until => $cond);
-}
+pump_during_waits(sub { grep { $_->{h} } @publishers, @consumers });
 
 my $t_up = time;
 {

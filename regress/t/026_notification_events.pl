@@ -34,7 +34,6 @@ $node->safe_psql('postgres', q{
 	SELECT eventhub.grant_organization('publisher', '', 'publish', true);
 });
 my $connstr = $node->connstr('postgres');
-sub query { return $node->safe_psql('postgres', $_[0], extra_params => [ '-U', $_[1] // 'postgres' ]) }
 
 # fetches_by(APPNAME): fetches the watcher of that application name ran.
 sub fetches_by
@@ -64,7 +63,7 @@ $listener->{psql}->query_safe('LISTEN eventhub_events');
 sub publish_and_wait
 {
 	my ($sql, $lines) = @_;
-	query($sql, 'publisher');
+	query($node, $sql, user => 'publisher');
 	ok(wait_for(watch => $carried, lines => $lines, what => "carried: $lines lines")
 		  && wait_for(watch => $fetched, lines => $lines, what => "fetched: $lines lines"),
 		"both watchers printed $lines lines");
@@ -124,8 +123,8 @@ $node->psql('postgres', "SELECT eventhub.notification_data_key('acme')", extra_p
 like($err, qr/permission denied/, 'nor does a role without the bundle');
 
 # The reader's key opens it, as docs/protocol.md lays it out.
-my $key = query(q{SELECT encode(eventhub.notification_data_key('acme'), 'hex')}, 'reader');
-my $token = query(q{SELECT eventhub.notification_token('acme')}, 'reader');
+my $key = query($node, q{SELECT encode(eventhub.notification_data_key('acme'), 'hex')}, user => 'reader');
+my $token = query($node, q{SELECT eventhub.notification_token('acme')}, user => 'reader');
 is($first->{notification_token}, $token, 'the first notification is acme\'s');
 IPC::Run::run([ '/usr/bin/python3', $sealed_py, 'open', $key, $token, $first->{version_id}, $first->{events} ],
 	'>', \$out, '2>', \$err);
@@ -133,14 +132,14 @@ my $opened = eval { decode_json($out) } // {};
 is(scalar @{ $opened->{events} // [] }, 1, 'the reader\'s data key opens it: one event') or diag($err);
 like($opened->{events}[0]{event_data} // '', qr/\Q$marker\E/, 'the event as published');
 is($opened->{previous}, undef, 'the first event of the organization comes without a previous version');
-IPC::Run::run([ '/usr/bin/python3', $sealed_py, 'open', $key, query(q{SELECT eventhub.notification_token('other')}),
+IPC::Run::run([ '/usr/bin/python3', $sealed_py, 'open', $key, query($node, q{SELECT eventhub.notification_token('other')}),
 		$first->{version_id}, $first->{events} ], '>', \$out, '2>', \$err);
 isnt($?, 0, 'bound to its notification: with another token it does not open');
 
 #
 # A forged notification: reader holds the key and may NOTIFY
 #
-my ($head, $head_version) = split /\|/, query(q{SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'acme'});
+my ($head, $head_version) = split /\|/, query($node, q{SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = 'acme'});
 my $forged_version = '11111111-2222-4333-8444-555555555555';
 my $doc = { format => 1, sent_at_us => 0, previous => $head_version,
 	events => [ { revision => $head + 1, transaction_first_revision => $head + 1, transaction_end => JSON::PP::true,
@@ -151,7 +150,7 @@ IPC::Run::run([ '/usr/bin/python3', $sealed_py, 'seal', $key, $token, $forged_ve
 chomp(my $forged = $out);
 IPC::Run::run([ '/usr/bin/python3', $sealed_py, 'open', $key, $token, $forged_version, $forged ], '>', \$out);
 like($out, qr/FORGED/, 'the forged events open with the key: only their sender gives them away');
-query(sprintf(q{SELECT pg_notify('eventhub_events', %s)},
+query($node, sprintf(q{SELECT pg_notify('eventhub_events', %s)},
 	sql_literal($json->encode({ notification_token => $token, version_id => $forged_version, events => $forged }))),
 	'reader');
 publish_and_wait(q{SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'after-forgery', NULL, '{}')}, 5);
@@ -161,15 +160,15 @@ is((watch_lines($carried))[4]{entity_id}, 'after-forgery', 'the next line is the
 #
 # The notifier restarts: clients ask for its pid again
 #
-my $old_pid = query('SELECT eventhub.notifier_pid()');
+my $old_pid = query($node, 'SELECT eventhub.notifier_pid()');
 $offset = -s $node->logfile;
-query("SELECT pg_terminate_backend($old_pid)");
+query($node, "SELECT pg_terminate_backend($old_pid)");
 ok(wait_for(node => $node, sql => "SELECT eventhub.notifier_pid() IS NOT NULL AND eventhub.notifier_pid() <> $old_pid"),
 	'a new notifier runs');
 # Its first notification tells clients to poll; then the watcher asks again.
 $node->wait_for_log(qr/\] carried LOG:  execute <unnamed>: SELECT eventhub\.notifier_pid\(\)/, $offset);
 # (that query, answered, is in the log before the next statement is)
-query('SELECT 1');
+query($node, 'SELECT 1');
 # (The first event may race the answer, as at the start.)
 publish_and_wait(q{SELECT eventhub.publish_event('acme', 'API', 'UPDATE', 'new-notifier-1', NULL, '{}')}, 6);
 my $before = fetches_by('carried');

@@ -1,8 +1,10 @@
 # EventhubTest: what eventhub's TAP suites share, in the shape of pg_rewind's
-# RewindTest.pm: a node with eventhub, the built tree's paths, publishing, the
-# CLI and its watcher, one wait on a condition (bounded by timeout_default, so
-# it only turns a hang into a failure), maintenance triggered or waited for,
-# and the role bundles of docs/operations.md, read from that page.
+# RewindTest.pm: a node with eventhub, the built tree's paths, queries and
+# publishing, the CLI and its watcher, the client's test programs, one wait
+# on a condition (bounded by timeout_default, so it only turns a hang into a
+# failure) and the checks built on it (the log's lines), maintenance
+# triggered or waited for, and the role bundles of docs/operations.md, read
+# from that page.  A helper two TAP files need lives here, not in them.
 package EventhubTest;
 
 use strict;
@@ -24,7 +26,7 @@ our @EXPORT = qw(
   sql_literal publish publish_sql
   run_cli start_process start_cli start_watch watch_lines finish_cli
   start_listener heard notifications_in wait_for_listening
-  wait_for
+  query org_head notification_token wait_for wait_or_die wait_until pump_during_waits logged run_driver
   worker_pid wait_for_worker run_maintenance wait_for_maintenance reload_settings
   role_bundles bundle_sql grant_bundle
   start_pgbench_publishers fold_watch_lines map_digest app_map app_digest
@@ -309,12 +311,33 @@ sub map_digest
 	return sha256_hex($text);
 }
 
-# The result of SQL on NODE (in db), through session (a background_psql of
-# NODE) when given.
-sub query_on
+# query(NODE, SQL, %opt): the result of SQL on NODE (safe_psql: dies on an
+# error).  Options: db ('postgres'), user (the role it connects as),
+# session (a background_psql of NODE to run it in instead).
+sub query
 {
 	my ($node, $sql, %opt) = @_;
-	return $opt{session} ? $opt{session}->query_safe($sql) : $node->safe_psql($opt{db} // 'postgres', $sql);
+	return $opt{session}->query_safe($sql) if $opt{session};
+	return $node->safe_psql($opt{db} // 'postgres', $sql,
+		defined $opt{user} ? (extra_params => [ '-U', $opt{user} ]) : ());
+}
+
+# org_head(NODE, ORG, %opt): ORG's head as (revision, version_id); options
+# as query's.
+sub org_head
+{
+	my ($node, $org, %opt) = @_;
+	return split /\|/, query($node,
+		'SELECT revision, version_id FROM eventhub.organization_states WHERE organization_id = ' . sql_literal($org),
+		%opt);
+}
+
+# notification_token(NODE, ORG): the token a notification of ORG carries in
+# place of its name; options as query's.
+sub notification_token
+{
+	my ($node, $org, %opt) = @_;
+	return query($node, 'SELECT eventhub.notification_token(' . sql_literal($org) . ')', %opt);
 }
 
 # app_map(NODE, ORG, %opt): the application's entities of ORG as an entity map
@@ -323,7 +346,7 @@ sub query_on
 sub app_map
 {
 	my ($node, $org, %opt) = @_;
-	my $rows = query_on($node,
+	my $rows = query($node,
 		'SELECT json_agg(json_build_array(event_type, entity_id, event_data)) FROM '
 		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org), %opt);
 	return { map { ("$_->[0]\t$_->[1]" => $_->[2]) } @{ $rows eq '' ? [] : $json->decode($rows) } };
@@ -336,7 +359,7 @@ sub app_map
 sub app_digest
 {
 	my ($node, $org, %opt) = @_;
-	return query_on($node,
+	return query($node,
 		q{SELECT encode(sha256(convert_to(coalesce(string_agg(l, '' ORDER BY l COLLATE "C"), ''), 'UTF8')), 'hex')}
 		  . q{ FROM (SELECT event_type || E'\t' || entity_id || E'\t' || event_data::text || E'\n' AS l FROM }
 		  . ($opt{table} // 'app.entities') . ' WHERE organization_id = ' . sql_literal($org) . ') s', %opt);
@@ -423,6 +446,67 @@ sub wait_for
 	}
 }
 
+# wait_or_die(%cond): wait_for(%cond), dying (naming what) if it times out:
+# for a precondition of the checks that follow, not a check itself.
+sub wait_or_die
+{
+	my (%cond) = @_;
+	wait_for(%cond) or die(($cond{what} // 'condition') . ": timed out\n");
+	return 1;
+}
+
+# pump_during_waits(CODE): CODE returns the background processes (handles
+# of start_process) that wait_until pumps while it waits, so that their
+# output is read and their pipes do not fill.
+my $pumped = sub { () };
+
+sub pump_during_waits
+{
+	($pumped) = @_;
+	return;
+}
+
+# wait_until(WHAT, CODE): wait_for's until, with the processes of
+# pump_during_waits pumped.
+sub wait_until
+{
+	my ($what, $cond) = @_;
+	return wait_for(what => $what, until => $cond, pump => [ $pumped->() ]);
+}
+
+# logged(NODE, RE, OFFSET): every text of NODE's log after byte OFFSET that
+# RE matches, in order, once there is one; none (and a diag) after
+# timeout_default.  What a check on the log uses: Cluster's wait_for_log
+# cannot fail, it returns or dies.
+sub logged
+{
+	my ($node, $re, $offset) = @_;
+	my @found;
+	wait_for(what => "a log entry matching $re", until => sub {
+		my $log = slurp_file($node->logfile, $offset // 0);
+		@found = ();
+		push @found, substr($log, $-[0], $+[0] - $-[0]) while $log =~ /$re/g;
+		return scalar @found;
+	});
+	return @found;
+}
+
+# run_driver(NODE, PROGRAM, ARGS...): runs the client's test program
+# client/PROGRAM with NODE's connection string and ARGS; returns the
+# key=value pairs of the line it printed as a hash (empty if it failed).
+# The timeout only turns a hung program into a failure.
+sub run_driver
+{
+	my ($node, $program, @args) = @_;
+	my $driver = "$libdir/$program";
+	BAIL_OUT("no $program at $driver") unless -x $driver;
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run([ $driver, $node->connstr('postgres'), @args ], '<', \'', '>', \$out, '2>', \$err,
+		IPC::Run::timeout(120));
+	note("$program @args: $out$err");
+	return $ok ? (map { split /=/, $_, 2 } split ' ', $out) : ();
+}
+
 # The maintenance worker's row of pg_stat_activity (in db, other than not).
 sub worker_where
 {
@@ -446,9 +530,8 @@ sub wait_for_worker
 {
 	my ($node, %opt) = @_;
 	my $where = worker_where(%opt);
-	wait_for(what => 'the maintenance worker', node => $node,
-		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $where")
-	  or die 'the maintenance worker did not start';
+	wait_or_die(what => 'the maintenance worker', node => $node,
+		sql => "SELECT count(*) = 1 FROM pg_stat_activity WHERE $where");
 	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE $where");
 }
 

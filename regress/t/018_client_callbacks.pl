@@ -1,95 +1,45 @@
-# 019_client_layers.pl: the client library's non-blocking publish, a
-# callback that stops, and a rotated notification key, through
-# client/test_layers (see its header for what each mode does).
+# 018_client_callbacks.pl: what the client library's delivery callbacks
+# get, through client/test_callbacks (see its header for what each mode
+# does).
 #
 #   1. stop: a callback that stops after every event gets the rest of its
 #      batch at the next call, from the batch already fetched (one fetch
 #      for all of them) and without waiting for a poll (the poll interval
 #      is 60 s; each eh_wait may take 40 s, and the whole run must stay
 #      far below one interval);
-#   2. rotate: after eventhub.rotate_notification_key(), a client following
-#      every organization reads the tokens again once, not a discovery per
-#      notification, and keeps being woken by notifications (each event
-#      must arrive within 20 s, a third of the poll interval);
-#   3. publish: eh_publish_send() from a client that is not connected yet,
-#      its result through eh_publish_result() in a loop over eh_sockets()
-#      and eh_timeout_ms(): the revision is the stored one, a repeated
-#      correlation id gives the same revision, a second publish while one
-#      is under way is refused, a refused publish reports its SQLSTATE, and
-#      the loop's waits end on the sockets, not on short timeouts;
-#   4. txn: a transaction's events reach the transaction callback in one
+#   2. txn: a transaction's events reach the transaction callback in one
 #      call, a batch ends at a transaction's end (the batch bytes cut
 #      between two transactions, not inside the second), and only a
 #      transaction over the batch bytes comes in parts, all but the last
 #      with ends_transaction 0;
-#   5. snapshot: EH_FROM_SNAPSHOT gives BEGIN, pages of at most the batch
+#   3. snapshot: EH_FROM_SNAPSHOT gives BEGIN, pages of at most the batch
 #      size, END at the head, the server's live entities exactly, and the
 #      cursor at the head; a cursor whose next events retention removed
 #      is answered by a snapshot (reason history_removed); a connection
-#      lost in the middle gives ABORT, then a whole new snapshot;
-#   6. discover: a discovery's answer and a notification that came in
-#      behind it, carrying an event committed after the discovery's
-#      snapshot, are read together: the event is delivered from the
-#      notification and the discovery's older head causes no resync.
+#      lost in the middle gives ABORT, then a whole new snapshot.
 
 use strict;
 use warnings;
 
 use EventhubTest;
-use IPC::Run;
 use Test::More;
 
-my $driver = "$libdir/test_layers";
-BAIL_OUT("no test_layers at $driver") unless -x $driver;
-my $node = eventhub_node('layers');
-
-# Runs the driver; returns its key=value line as a hash (empty on failure).
-# The backstop only turns a hung driver into a failure.
-sub drive
-{
-	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run([ $driver, $node->connstr('postgres'), @_ ], '<', \'', '>', \$out, '2>', \$err,
-		IPC::Run::timeout(120));
-	note("test_layers @_: $out$err");
-	return $ok ? (map { split /=/, $_, 2 } split ' ', $out) : ();
-}
+my $node = eventhub_node('callbacks');
 
 # 1. A callback that stops.
 publish($node, 'stopper', 5);
-my %r = drive('stop', 'stopper', 5);
+my %r = run_driver($node, 'test_callbacks', 'stop', 'stopper', 5);
 is($r{delivered}, 5, 'stop: every event delivered');
 is($r{most_per_call}, 1, 'stop: one event per call, as the callback asked');
 is($r{fetches}, 1, 'stop: the rest of the batch was not fetched again');
 cmp_ok($r{elapsed_ms} // 1e9, '<', 30000,
 	'stop: the rest came without waiting for a poll (' . ($r{elapsed_ms} // '?') . ' ms, the poll interval is 60000)');
 
-# 2. A rotated notification key under eh_subscribe_all().
-publish($node, $_, 1) for qw(rotating bystander);
-%r = drive('rotate', 'rotating', 10);
-is($r{published}, 10, 'rotate: every event published after the rotation arrived by notification');
-cmp_ok($r{notifications} // 0, '>=', 10, 'rotate: notifications kept arriving');
-cmp_ok($r{polls_after_rotation} // 1e9, '<=', 3,
-	'rotate: the tokens were read again once, not a discovery per notification ('
-	  . ($r{polls_after_rotation} // '?') . ' for 10 events)');
-
-# 3. The non-blocking publish.
-%r = drive('publish', 'async');
-my $stored = $node->safe_psql('postgres',
-	"SELECT revision FROM eventhub.events WHERE organization_id = 'async' AND correlation_id = 'async-1'");
-ok(defined $r{revision} && $r{revision} eq $stored, "publish: eh_publish_result gave the stored revision ($stored)");
-is($r{repeated}, $stored, 'publish: the same correlation id gave the same revision');
-is($r{busy_refused}, 1, 'publish: a second publish while one is under way is refused');
-is($r{refused_rc}, -4, 'publish: a refused publish is EH_ERR_SERVER');
-is($r{refused_sqlstate}, '22P02', 'publish: with the SQLSTATE of the refusal');
-cmp_ok($r{timed_out_waits} // 1e9, '<=', 2,
-	'publish: the loop woke on its sockets, not on short timeouts (' . ($r{timed_out_waits} // '?')
-	  . ' timed-out waits in ' . ($r{rounds} // '?') . ' rounds)');
-
-# 4. Transactions.  Three events in one transaction, one alone, two together.
+# 2. Transactions.  Three events in one transaction, one alone, two together.
 publish($node, 'txn', 3);
 publish($node, 'txn', 1);
 publish($node, 'txn', 2);
-%r = drive('txn', 'txn', 6);
+%r = run_driver($node, 'test_callbacks', 'txn', 'txn', 6);
 is($r{calls}, '1-3:1,4-4:1,5-6:1', 'txn: one callback per transaction, each marked as ending it');
 is($r{shared}, 1, 'txn: the events of a call share their transaction_first_revision');
 # Events of about 1000 bytes stored: two transactions of three are over
@@ -97,11 +47,11 @@ is($r{shared}, 1, 'txn: the events of a call share their transaction_first_revis
 my $pad = '{"pad": "' . ('x' x 1000) . '"}';
 publish($node, 'txnbytes', 3, data => $pad);
 publish($node, 'txnbytes', 3, data => $pad);
-%r = drive('txn', 'txnbytes', 6, 4096);
+%r = run_driver($node, 'test_callbacks', 'txn', 'txnbytes', 6, 4096);
 is($r{calls}, '1-3:1,4-6:1', 'txn: the batch bytes cut between transactions, never inside one that fits');
 # One transaction of three over 1024 bytes: in parts.
 publish($node, 'txnbig', 3, data => $pad);
-%r = drive('txn', 'txnbig', 3, 1024);
+%r = run_driver($node, 'test_callbacks', 'txn', 'txnbig', 3, 1024);
 my @parts = split /,/, $r{calls} // '';
 cmp_ok(scalar @parts, '>', 1, "txn: a transaction over the batch bytes comes in parts ($r{calls})");
 is(join(',', map { (split /:/)[1] } @parts), join(',', (0) x $#parts, 1),
@@ -116,7 +66,7 @@ for (@parts)
 }
 ok($contiguous && $next == 4, 'txn: the parts are the transaction, in order');
 
-# 5. Snapshots.  The live entities: the latest event of each (type, id)
+# 3. Snapshots.  The live entities: the latest event of each (type, id)
 # that is not a DELETE, in byte order.
 my $live_sql = sub {
 	my ($org) = @_;
@@ -136,12 +86,12 @@ $node->safe_psql('postgres', join('',
 	publish_sql('snap', event_type => 'API', action => 'CREATE', entity => 'B'),
 	publish_sql('snap', event_type => 'API', action => 'CREATE', entity => 'a3')));
 my $head = $node->safe_psql('postgres', "SELECT revision FROM eventhub.organization_states WHERE organization_id = 'snap'");
-%r = drive('snapshot', 'snap', -2, 2);
+%r = run_driver($node, 'test_callbacks', 'snapshot', 'snap', -2, 2);
 is($r{phases}, "begin:initial:$head,entities:2,entities:2,end:$head:4",
 	'snapshot: BEGIN at the head, pages of the batch size, END at the head');
 is($r{entities}, $live_sql->('snap'), 'snapshot: exactly the live entities, in byte order, at their latest revision');
 is($r{cursor}, $head, 'snapshot: the cursor is at the head');
-%r = drive('snapshot', 'snap-nobody', -2);
+%r = run_driver($node, 'test_callbacks', 'snapshot', 'snap-nobody', -2);
 is($r{phases}, 'begin:initial:0:noversion,end:0:0', 'snapshot: an organization without events is empty, at 0');
 
 # A resync answered by a snapshot: with compaction on, cleanup_events
@@ -153,25 +103,18 @@ $node->safe_psql('postgres', join('',
 $node->safe_psql('postgres', 'SELECT eventhub.cleanup_events(clock_timestamp())');
 is($node->safe_psql('postgres', "SELECT string_agg(revision::text, ',' ORDER BY revision) FROM eventhub.events WHERE organization_id = 'snapre'"),
 	'1,4,5', 'snapshot: the cleanup removed the superseded events');
-%r = drive('snapshot', 'snapre', 1);
+%r = run_driver($node, 'test_callbacks', 'snapshot', 'snapre', 1);
 is($r{phases}, 'begin:history_removed:5,entities:3,end:5:3', 'snapshot: a removed history is answered by a snapshot');
 is($r{entities}, 'API/e1@1,API/e2@4,API/e3@5', 'snapshot: with the kept latest events');
 is($r{cursor}, 5, 'snapshot: and the cursor at its head');
 
 # A connection lost during a snapshot: ABORT, then the whole snapshot again.
 $node->safe_psql('postgres', join('', map { publish_sql('snapkill', action => 'CREATE', entity => $_) } qw(k1 k2 k3)));
-%r = drive('snapshot', 'snapkill', -2, 1, 1);
+%r = run_driver($node, 'test_callbacks', 'snapshot', 'snapkill', -2, 1, 1);
 is($r{phases}, 'begin:initial:3,entities:1,abort,begin:initial:3,entities:1,entities:1,entities:1,end:3:4',
 	'snapshot: a lost connection aborts it, and a new one starts over');
 is($r{entities}, 'API/k1@1,API/k2@2,API/k3@3', 'snapshot: the new one has every entity');
 is($r{reconnects}, 1, 'snapshot: after a reconnect');
-
-# 6. A discovery's answer and a notification behind it.
-publish($node, 'racer', 1);
-%r = drive('discover', 'racer');
-is($r{in_notification}, 1, 'discover: the event committed after the discovery came in its notification, read with the answer');
-is($r{resyncs}, 0, 'discover: and the discovery\'s older head did not resync the organization');
-ok(defined $r{cursor} && $r{cursor} eq $r{revision}, 'discover: the cursor is at the event (' . ($r{cursor} // '?') . ')');
 
 $node->stop;
 done_testing();
