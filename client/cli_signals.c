@@ -118,6 +118,7 @@ handle_signals(cli_command command)
 	return 0;
 }
 
+/* Seconds on the monotonic clock. */
 double
 now_seconds(void)
 {
