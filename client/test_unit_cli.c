@@ -250,46 +250,54 @@ test_cli(void)
 	test_cli_ids();
 }
 
+/* What one of the escaping functions wrote, NUL-terminated. */
+static char written[512];
+
+/* Starts a call of an escaping function: its text goes to written. */
+static FILE *
+begin_written(void)
+{
+	return fmemopen(written, sizeof(written) - 1, "w");
+}
+
+/* Ends the call: written, NUL-terminated. */
+static const char *
+end_written(FILE *f)
+{
+	fputc('\0', f);
+	fclose(f);
+	written[sizeof(written) - 1] = '\0';
+	return written;
+}
+
 /* What cli_put_escaped writes for str at max_width, and the width it returns. */
 static const char *
 escaped(const char *str, int max_width, int *width)
 {
-	static char buf[512];
-	FILE	   *f = fmemopen(buf, sizeof(buf) - 1, "w");
+	FILE	   *f = begin_written();
 
 	*width = cli_put_escaped(f, str, max_width);
-	fputc('\0', f);
-	fclose(f);
-	buf[sizeof(buf) - 1] = '\0';
-	return buf;
+	return end_written(f);
 }
 
 /* What cli_put_json writes for json. */
 static const char *
 jsoned(const char *json)
 {
-	static char buf[512];
-	FILE	   *f = fmemopen(buf, sizeof(buf) - 1, "w");
+	FILE	   *f = begin_written();
 
 	cli_put_json(f, json);
-	fputc('\0', f);
-	fclose(f);
-	buf[sizeof(buf) - 1] = '\0';
-	return buf;
+	return end_written(f);
 }
 
 /* What cli_put_json_string writes for str. */
 static const char *
 json_quoted(const char *str)
 {
-	static char buf[512];
-	FILE	   *f = fmemopen(buf, sizeof(buf) - 1, "w");
+	FILE	   *f = begin_written();
 
 	cli_put_json_string(f, str);
-	fputc('\0', f);
-	fclose(f);
-	buf[sizeof(buf) - 1] = '\0';
-	return buf;
+	return end_written(f);
 }
 
 /*
