@@ -29,19 +29,21 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
  * and organization are shown for one organization at a time (--org, which
  * the view's indexes serve).  Only eventhub.organization_states,
  * eventhub.events and eventhub.replica_status are read: docs/operations.md's
- * operator role may run every one.
+ * operator role may run every one.  Each is one statement: the organization
+ * parameter is NULL without --org, and with it the plan (a custom one, for
+ * the values given) keeps only the test on the organization.
  */
-#define STATUS_ORGS_SQL(WHERE) \
+#define STATUS_ORGS_SQL \
 	"SELECT s.organization_id, s.revision, s.version_id," \
 	" to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS updated_at," \
 	" COALESCE(k.kept_events, 0) AS kept_events" \
 	" FROM eventhub.organization_states s" \
 	" LEFT JOIN (SELECT e.organization_id, count(*) AS kept_events FROM eventhub.events e" \
 	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization_id" \
-	WHERE \
+	" WHERE ($1::text IS NULL OR s.organization_id = $1)" \
 	" ORDER BY s.organization_id"
 
-#define STATUS_ORGS_JSON_SQL(WHERE) \
+#define STATUS_ORGS_JSON_SQL \
 	"SELECT COALESCE(json_agg(json_build_object(" \
 	" 'organization_id', s.organization_id, 'revision', s.revision, 'version_id', s.version_id," \
 	" 'updated_at', s.updated_at, 'kept_events', COALESCE(k.kept_events, 0))" \
@@ -49,7 +51,7 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
 	" FROM eventhub.organization_states s" \
 	" LEFT JOIN (SELECT e.organization_id, count(*) AS kept_events FROM eventhub.events e" \
 	"  GROUP BY e.organization_id) k ON k.organization_id = s.organization_id" \
-	WHERE
+	" WHERE ($1::text IS NULL OR s.organization_id = $1)"
 
 /*
  * One row per replica: how many organizations it follows, on how many it
@@ -58,7 +60,7 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
  * long, and on how many it is more than $1 behind (--fail-if-lag).  Then
  * the replica's own fields from any one of its rows.
  */
-#define STATUS_SUMMARY_SQL(WHERE) \
+#define STATUS_SUMMARY_SQL \
 	"SELECT g.replica_id AS replica, x.state, COALESCE(x.version, '') AS version," \
 	" g.organizations, g.behind, COALESCE(g.max_lag, 0) AS max_lag," \
 	" COALESCE(g.most_behind, '') AS most_behind," \
@@ -77,7 +79,7 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
 	"   COALESCE(bool_or(lag_revisions > 0 AND behind_for IS NULL), false) AS behind_for_unknown," \
 	"   count(*) FILTER (WHERE lag_revisions > $1::bigint) AS over_limit" \
 	"  FROM eventhub.replica_status" \
-	WHERE \
+	"  WHERE ($2::text IS NULL OR organization_id = $2)" \
 	"  GROUP BY replica_id) g" \
 	" CROSS JOIN LATERAL (SELECT v.state, v.version, v.labels, v.started_at, v.last_heartbeat," \
 	"  v.since_heartbeat FROM eventhub.replica_status v WHERE v.replica_id = g.replica_id" \
@@ -107,8 +109,6 @@ status_query(PGconn *conn, const char *sql, int nparams, const char *const *para
 	" ORDER BY r.replica_id), '[]')" \
 	" FROM eventhub.replica_status r WHERE r.organization_id = $1"
 
-#define ORG_FILTER " WHERE s.organization_id = $1"
-#define ORG_FILTER_VIEW " WHERE organization_id = $2"
 
 /* Columns of the summary printed as a table; the others serve the probe and --json. */
 #define SUMMARY_TABLE_COLUMNS 9
@@ -210,9 +210,7 @@ status_fetch(PGconn *conn, const cli_options *o, status_results *r)
 	const char *summary_params[2] = {limit, org};
 
 	snprintf(limit, sizeof(limit), "%lld", (long long) (o->fail_if_lag >= 0 ? o->fail_if_lag : INT64_MAX));
-	if (!(r->orgs = status_query(conn, o->json ? (org ? STATUS_ORGS_JSON_SQL(ORG_FILTER) : STATUS_ORGS_JSON_SQL(""))
-								 : (org ? STATUS_ORGS_SQL(ORG_FILTER) : STATUS_ORGS_SQL("")),
-								 org ? 1 : 0, &org)))
+	if (!(r->orgs = status_query(conn, o->json ? STATUS_ORGS_JSON_SQL : STATUS_ORGS_SQL, 1, &org)))
 		return false;
 	if (org && !o->json && PQntuples(r->orgs) == 0)
 	{
@@ -222,8 +220,7 @@ status_fetch(PGconn *conn, const cli_options *o, status_results *r)
 		return false;
 	}
 	if ((o->json || o->fail_if_lag >= 0 || !org) &&
-		!(r->summary = status_query(conn, org ? STATUS_SUMMARY_SQL(ORG_FILTER_VIEW) : STATUS_SUMMARY_SQL(""),
-									org ? 2 : 1, summary_params)))
+		!(r->summary = status_query(conn, STATUS_SUMMARY_SQL, 2, summary_params)))
 		return false;
 	if (org && !(r->progress = status_query(conn, o->json ? STATUS_PROGRESS_JSON_SQL : STATUS_PROGRESS_SQL,
 											1, &org)))
