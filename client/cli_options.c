@@ -1,6 +1,6 @@
 /*
- * cli_options.c: command-line parsing of the eventhub tool, and the escaping
- * of the database's strings in what it prints.
+ * cli_options.c: the eventhub tool's command line: the usage texts, and
+ * the parse, read from a table of options, with what each command needs.
  */
 #include <errno.h>
 #include <stdarg.h>
