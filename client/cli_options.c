@@ -1,8 +1,10 @@
 /*
- * cli_options.c: command-line parsing of the eventhub tool, and the escaping
- * of the database's strings in what it prints.
+ * cli_options.c: the eventhub tool's command line: the usage texts, and
+ * the parse, read from a table of options, with what each command needs.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +140,7 @@ static const char usage_cleanup[] =
 "Deletes the events older than DURATION (a PostgreSQL interval such as 1h,\n"
 "'30 min' or '2 days') with eventhub.cleanup_events() and prints the count.\n";
 
+/* Usage text of a command (CMD_NONE: the overview). */
 const char *
 cli_usage(cli_command command)
 {
@@ -160,27 +163,31 @@ cli_usage(cli_command command)
 	}
 }
 
+/* The commands' names, by cli_command. */
+static const char *const command_names[] = {"", "publish", "watch", "status", "cleanup", "get", "metrics"};
+
+#define lengthof(array) (sizeof(array) / sizeof((array)[0]))
+
+/* A command's name ("" for CMD_NONE). */
 const char *
 cli_command_name(cli_command command)
 {
-	switch (command)
-	{
-		case CMD_PUBLISH:
-			return "publish";
-		case CMD_WATCH:
-			return "watch";
-		case CMD_GET:
-			return "get";
-		case CMD_STATUS:
-			return "status";
-		case CMD_CLEANUP:
-			return "cleanup";
-		case CMD_METRICS:
-			return "metrics";
-		case CMD_NONE:
-			break;
-	}
-	return "";
+	return (size_t) command < lengthof(command_names) ? command_names[command] : "";
+}
+
+/* Says in err what is wrong (a printf format); returns -1. */
+static int
+refuse(char *err, size_t errlen, const char *fmt,...) __attribute__((format(printf, 3, 4)));
+
+static int
+refuse(char *err, size_t errlen, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
 }
 
 /* Parses a whole decimal integer in [min, max]. */
@@ -200,23 +207,9 @@ parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
 	return 0;
 }
 
-/*
- * An integer option's value in [min, max]; otherwise says in err that
- * flag needs what (a phrase such as "milliseconds from 10 to 86400000").
- */
+/* A number of seconds > 0 and at most max; -1 otherwise. */
 static int
-int_option(const char *flag, const char *what, const char *value, int64_t min, int64_t max,
-		   int64_t *out, char *err, size_t errlen)
-{
-	if (parse_int64(value, min, max, out) == 0)
-		return 0;
-	snprintf(err, errlen, "%s needs %s, not \"%s\"", flag, what, value);
-	return -1;
-}
-
-/* A number of seconds > 0 and at most max; otherwise says so in err. */
-static int
-seconds_option(const char *flag, const char *value, double max, double *out, char *err, size_t errlen)
+parse_seconds(const char *value, double max, double *out)
 {
 	char	   *end;
 	double		t;
@@ -224,401 +217,366 @@ seconds_option(const char *flag, const char *value, double max, double *out, cha
 	errno = 0;
 	t = strtod(value, &end);
 	if (errno != 0 || end == value || *end != '\0' || !(t > 0) || t > max)
-	{
-		snprintf(err, errlen, "%s needs a number of seconds > 0, not \"%s\"", flag, value);
 		return -1;
-	}
 	*out = t;
 	return 0;
 }
 
-static int	id_too_long(const char *flag, const char *id, char *err, size_t errlen);
+/* ------------------------------------------------------ the option table */
 
+/* The commands as bits, for what an option group is for. */
+#define FOR(command) (1u << (command))
+#define FOR_EVERY (FOR(CMD_PUBLISH) | FOR(CMD_WATCH) | FOR(CMD_STATUS) | FOR(CMD_CLEANUP) | \
+				   FOR(CMD_GET) | FOR(CMD_METRICS))
+
+/*
+ * The options a command may not take come in groups, checked in this
+ * order once the command line is read; a group given to a command that
+ * does not take it is refused, naming the whole group.
+ */
 enum
 {
-	OPT_ORG = 1000, OPT_TYPE, OPT_ACTION, OPT_ENTITY, OPT_CORRELATION, OPT_DATA,
-	OPT_AFTER, OPT_COUNT, OPT_TIMEOUT, OPT_POLL, OPT_NO_LISTEN, OPT_OLDER_THAN, OPT_HELP,
-	OPT_REPLICA, OPT_LABELS, OPT_HEARTBEAT, OPT_JSON, OPT_FAIL_IF_LAG,
-	OPT_AFTER_VERSION, OPT_FALLBACK_POLL, OPT_HEARTBEAT_CONNINFO, OPT_ALL, OPT_BATCH_BYTES,
-	OPT_QUERY_TIMEOUT, OPT_SNAPSHOT, OPT_METRICS_FILE, OPT_METRICS_INTERVAL
+	G_ORG, G_PUBLISH, G_WATCH, G_FETCH, G_STATUS, G_CLEANUP, G_ANY
 };
 
-int
-cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
+static const struct option_group
 {
-	static const struct option longopts[] = {
-		{"org", required_argument, NULL, OPT_ORG},
-		{"type", required_argument, NULL, OPT_TYPE},
-		{"action", required_argument, NULL, OPT_ACTION},
-		{"entity", required_argument, NULL, OPT_ENTITY},
-		{"correlation-id", required_argument, NULL, OPT_CORRELATION},
-		{"data", required_argument, NULL, OPT_DATA},
-		{"after", required_argument, NULL, OPT_AFTER},
-		{"after-version", required_argument, NULL, OPT_AFTER_VERSION},
-		{"fallback-poll-interval", required_argument, NULL, OPT_FALLBACK_POLL},
-		{"heartbeat-conninfo", required_argument, NULL, OPT_HEARTBEAT_CONNINFO},
-		{"count", required_argument, NULL, OPT_COUNT},
-		{"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"poll-interval", required_argument, NULL, OPT_POLL},
-		{"no-listen", no_argument, NULL, OPT_NO_LISTEN},
-		{"all", no_argument, NULL, OPT_ALL},
-		{"snapshot", no_argument, NULL, OPT_SNAPSHOT},
-		{"batch-bytes", required_argument, NULL, OPT_BATCH_BYTES},
-		{"query-timeout", required_argument, NULL, OPT_QUERY_TIMEOUT},
-		{"older-than", required_argument, NULL, OPT_OLDER_THAN},
-		{"replica-id", required_argument, NULL, OPT_REPLICA},
-		{"labels", required_argument, NULL, OPT_LABELS},
-		{"heartbeat-interval", required_argument, NULL, OPT_HEARTBEAT},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"fail-if-lag", required_argument, NULL, OPT_FAIL_IF_LAG},
-		{"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
-		{"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
-		{"dbname", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0}
-	};
-	const char *name;
-	int			first;
-	int			ch;
+	unsigned	commands;		/* FOR() the commands that take it */
+	const char *names;			/* its options, for the message */
+}			option_groups[] = {
+	[G_ORG] = {FOR_EVERY & ~(FOR(CMD_CLEANUP) | FOR(CMD_METRICS)), "--org"},
+	[G_PUBLISH] = {FOR(CMD_PUBLISH), "--type, --action, --entity, --correlation-id or --data"},
+	[G_WATCH] = {FOR(CMD_WATCH),
+		"--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
+		"--no-listen, --all, --snapshot, --replica-id, --labels, --heartbeat-interval, "
+	"--heartbeat-conninfo, --metrics-file or --metrics-interval"},
+	[G_FETCH] = {FOR(CMD_WATCH) | FOR(CMD_GET), "--batch-bytes or --query-timeout"},
+	[G_STATUS] = {FOR(CMD_STATUS), "--json or --fail-if-lag"},
+	[G_CLEANUP] = {FOR(CMD_CLEANUP), "--older-than"},
+};
 
-	memset(opts, 0, sizeof(*opts));
-	opts->after = -1;
-	opts->timeout_s = -1;
-	opts->fail_if_lag = -1;
-	err[0] = '\0';
+/* How an option's value is read, and where it goes. */
+typedef enum option_kind
+{
+	K_STRING,					/* a const char * field: the value as it is */
+	K_FLAG,						/* an int field set to 1; no value */
+	K_INT,						/* an int field: an integer in [min, max] */
+	K_INT64,					/* an int64_t field: an integer in [min, max] */
+	K_SECONDS,					/* a double field: seconds > 0 and <= max */
+	K_ORG,						/* --org: org, and orgs[] for watch, status and get */
+	K_CONNINFO,					/* --dbname, as -d */
+	K_HELP						/* --help: the command's usage */
+} option_kind;
 
-	/* Global options before the command: -d CONNINFO, --help. */
-	for (first = 1; first < argc; first++)
+typedef struct option_spec
+{
+	const char *name;			/* the long option, without "--" */
+	option_kind kind;
+	int			group;			/* in option_groups; G_ANY: every command */
+	size_t		field;			/* offsetof(cli_options, ...) */
+	int64_t		min;			/* K_INT, K_INT64 */
+	int64_t		max;			/* K_INT, K_INT64, K_SECONDS */
+	const char *what;			/* K_INT, K_INT64: what the value must be */
+} option_spec;
+
+#define FIELD(name) offsetof(cli_options, name)
+#define MS_FROM(min) (min), 86400000, "milliseconds from " #min " to 86400000"
+#define NO_VALUE 0, 0, NULL
+
+static const option_spec option_specs[] = {
+	{"org", K_ORG, G_ORG, FIELD(org), NO_VALUE},
+	{"type", K_STRING, G_PUBLISH, FIELD(type), NO_VALUE},
+	{"action", K_STRING, G_PUBLISH, FIELD(action), NO_VALUE},
+	{"entity", K_STRING, G_PUBLISH, FIELD(entity), NO_VALUE},
+	{"correlation-id", K_STRING, G_PUBLISH, FIELD(correlation_id), NO_VALUE},
+	{"data", K_STRING, G_PUBLISH, FIELD(data), NO_VALUE},
+	{"after", K_INT64, G_WATCH, FIELD(after), 0, INT64_MAX, "a revision >= 0"},
+	{"count", K_INT64, G_WATCH, FIELD(count), 1, INT64_MAX, "a number >= 1"},
+	{"timeout", K_SECONDS, G_WATCH, FIELD(timeout_s), 0, 31536000, NULL},
+	{"poll-interval", K_INT, G_WATCH, FIELD(poll_interval_ms), MS_FROM(10)},
+	{"no-listen", K_FLAG, G_WATCH, FIELD(no_listen), NO_VALUE},
+	{"older-than", K_STRING, G_CLEANUP, FIELD(older_than), NO_VALUE},
+	{"help", K_HELP, G_ANY, FIELD(help), NO_VALUE},
+	{"replica-id", K_STRING, G_WATCH, FIELD(replica_id), NO_VALUE},
+	{"labels", K_STRING, G_WATCH, FIELD(labels), NO_VALUE},
+	{"heartbeat-interval", K_INT, G_WATCH, FIELD(heartbeat_interval_ms), MS_FROM(100)},
+	{"json", K_FLAG, G_STATUS, FIELD(json), NO_VALUE},
+	{"fail-if-lag", K_INT64, G_STATUS, FIELD(fail_if_lag), 0, INT64_MAX, "a number of revisions >= 0"},
+	{"after-version", K_STRING, G_WATCH, FIELD(after_version), NO_VALUE},
+	{"fallback-poll-interval", K_INT, G_WATCH, FIELD(fallback_poll_interval_ms), MS_FROM(10)},
+	{"heartbeat-conninfo", K_STRING, G_WATCH, FIELD(heartbeat_conninfo), NO_VALUE},
+	{"all", K_FLAG, G_WATCH, FIELD(all), NO_VALUE},
+	{"batch-bytes", K_INT, G_FETCH, FIELD(batch_bytes), 1024, 1073741824, "a number of bytes from 1024 to 1073741824"},
+	{"query-timeout", K_INT, G_FETCH, FIELD(query_timeout_ms), MS_FROM(100)},
+	{"snapshot", K_FLAG, G_WATCH, FIELD(snapshot), NO_VALUE},
+	{"metrics-file", K_STRING, G_WATCH, FIELD(metrics_file), NO_VALUE},
+	{"metrics-interval", K_SECONDS, G_WATCH, FIELD(metrics_interval_s), 0, 86400, NULL},
+	{"dbname", K_CONNINFO, G_ANY, FIELD(conninfo), NO_VALUE},
+};
+
+/*
+ * What getopt_long returns for option_specs[i].  glibc's getopt_long
+ * leaves it in optopt for a flag given a value (--json=1), which the
+ * message for an unknown option then shows: the table keeps its order.
+ */
+#define OPTION_VALUE(i) (1000 + (int) (i))
+
+/* --org: the list of organizations for the commands that keep one. */
+static int
+add_org(cli_options *opts, const char *org, char *err, size_t errlen)
+{
+	if (opts->command == CMD_WATCH || opts->command == CMD_STATUS || opts->command == CMD_GET)
 	{
-		if (strcmp(argv[first], "-d") == 0 || strcmp(argv[first], "--dbname") == 0)
+		if (opts->norgs == CLI_MAX_ORGS)
+			return refuse(err, errlen, "at most %d --org options", CLI_MAX_ORGS);
+		opts->orgs[opts->norgs++] = org;
+	}
+	opts->org = org;
+	return 0;
+}
+
+/* Stores an option's value (arg) where its spec says, read as it says. */
+static int
+apply_option(const option_spec *spec, const char *arg, cli_options *opts, char *err, size_t errlen)
+{
+	char	   *field = (char *) opts + spec->field;
+	int64_t		v;
+
+	switch (spec->kind)
+	{
+		case K_ORG:
+			return add_org(opts, arg, err, errlen);
+		case K_STRING:
+		case K_CONNINFO:
+			*(const char **) field = arg;
+			return 0;
+		case K_FLAG:
+		case K_HELP:
+			*(int *) field = 1;
+			return 0;
+		case K_SECONDS:
+			if (parse_seconds(arg, (double) spec->max, (double *) field) == 0)
+				return 0;
+			return refuse(err, errlen, "--%s needs a number of seconds > 0, not \"%s\"", spec->name, arg);
+		case K_INT:
+		case K_INT64:
+			if (parse_int64(arg, spec->min, spec->max, &v) != 0)
+				return refuse(err, errlen, "--%s needs %s, not \"%s\"", spec->name, spec->what, arg);
+			if (spec->kind == K_INT)
+				*(int *) field = (int) v;
+			else
+				*(int64_t *) field = v;
+			return 0;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ the parse */
+
+/*
+ * The global options before the command (-d CONNINFO, --help) and the
+ * command.  Returns 0 with *first at the command, 1 for --help, or -1.
+ */
+static int
+parse_command(int argc, char **argv, cli_options *opts, int *first, char *err, size_t errlen)
+{
+	int			i;
+
+	for (i = 1; i < argc; i++)
+	{
+		if (strcmp(argv[i], "-d") == 0 || strcmp(argv[i], "--dbname") == 0)
 		{
-			if (first + 1 >= argc)
-			{
-				snprintf(err, errlen, "%s needs a connection string", argv[first]);
-				return -1;
-			}
-			opts->conninfo = argv[++first];
+			if (i + 1 >= argc)
+				return refuse(err, errlen, "%s needs a connection string", argv[i]);
+			opts->conninfo = argv[++i];
 		}
-		else if (strncmp(argv[first], "--dbname=", 9) == 0)
-			opts->conninfo = argv[first] + 9;
-		else if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0)
+		else if (strncmp(argv[i], "--dbname=", 9) == 0)
+			opts->conninfo = argv[i] + 9;
+		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 		{
 			opts->help = 1;
-			return 0;
+			return 1;
 		}
 		else
 			break;
 	}
-	if (first >= argc)
-	{
-		snprintf(err, errlen, "no command given");
-		return -1;
-	}
-	name = argv[first];
-	if (strcmp(name, "publish") == 0)
-		opts->command = CMD_PUBLISH;
-	else if (strcmp(name, "watch") == 0)
-		opts->command = CMD_WATCH;
-	else if (strcmp(name, "status") == 0)
-		opts->command = CMD_STATUS;
-	else if (strcmp(name, "cleanup") == 0)
-		opts->command = CMD_CLEANUP;
-	else if (strcmp(name, "get") == 0)
-		opts->command = CMD_GET;
-	else if (strcmp(name, "metrics") == 0)
-		opts->command = CMD_METRICS;
-	else
-	{
-		snprintf(err, errlen, "unknown command \"%s\"", name);
-		return -1;
-	}
+	if (i >= argc)
+		return refuse(err, errlen, "no command given");
+	for (size_t c = 1; c < lengthof(command_names); c++)
+		if (strcmp(argv[i], command_names[c]) == 0)
+			opts->command = (cli_command) c;
+	if (opts->command == CMD_NONE)
+		return refuse(err, errlen, "unknown command \"%s\"", argv[i]);
+	*first = i;
+	return 0;
+}
+
+/*
+ * An option getopt_long could not read: an unknown one, or one without
+ * its value.  argv is the command's (argv[0] the command).
+ */
+static int
+refuse_option(int ch, char **argv, const char *name, char *err, size_t errlen)
+{
+	const char *arg = argv[optind - 1];
+
+	if (ch == ':')
+		return refuse(err, errlen, "%s needs a value", arg);
 
 	/*
-	 * The command's options; getopt_long starts over at argv[first] (optind
-	 * 0 makes glibc's getopt forget any earlier parse).
+	 * optopt is the unknown letter of a short option, which may sit inside
+	 * a cluster (-xyz) whose argument optind has not passed yet; for an
+	 * unknown long option it is 0 and optind has moved past it.
 	 */
+	if (optopt != 0)
+		return refuse(err, errlen, "unknown option \"-%c\" for %s", optopt, name);
+	return refuse(err, errlen, "unknown option \"%.*s\" for %s", (int) strcspn(arg, "="), arg, name);
+}
+
+/*
+ * The command's options, from argv[0] (the command) on; each group given
+ * is set in *given.  Returns 0, 1 for --help, or -1.
+ */
+static int
+parse_options(int argc, char **argv, cli_options *opts, unsigned *given, char *err, size_t errlen)
+{
+	struct option longopts[lengthof(option_specs) + 1];
+	int			ch;
+
+	memset(longopts, 0, sizeof(longopts));
+	for (size_t i = 0; i < lengthof(option_specs); i++)
+	{
+		longopts[i].name = option_specs[i].name;
+		longopts[i].has_arg = option_specs[i].kind == K_FLAG || option_specs[i].kind == K_HELP
+			? no_argument : required_argument;
+		longopts[i].val = OPTION_VALUE(i);
+	}
+
+	/* optind 0 makes glibc's getopt forget any earlier parse. */
 	optind = 0;
 	opterr = 0;
-	while ((ch = getopt_long(argc - first, argv + first, ":d:", longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, ":d:", longopts, NULL)) != -1)
 	{
-		int64_t		v;
+		const option_spec *spec;
 
-		switch (ch)
+		if (ch == 'd')
 		{
-			case 'd':
-				opts->conninfo = optarg;
-				break;
-			case OPT_HELP:
-				opts->help = 1;
-				return 0;
-			case OPT_ORG:
-				if (opts->command == CMD_WATCH || opts->command == CMD_STATUS || opts->command == CMD_GET)
-				{
-					if (opts->norgs == CLI_MAX_ORGS)
-					{
-						snprintf(err, errlen, "at most %d --org options", CLI_MAX_ORGS);
-						return -1;
-					}
-					opts->orgs[opts->norgs++] = optarg;
-				}
-				opts->org = optarg;
-				break;
-			case OPT_TYPE:
-				opts->type = optarg;
-				break;
-			case OPT_ACTION:
-				opts->action = optarg;
-				break;
-			case OPT_ENTITY:
-				opts->entity = optarg;
-				break;
-			case OPT_CORRELATION:
-				opts->correlation_id = optarg;
-				break;
-			case OPT_DATA:
-				opts->data = optarg;
-				break;
-			case OPT_AFTER:
-				if (int_option("--after", "a revision >= 0", optarg, 0, INT64_MAX, &v, err, errlen) != 0)
-					return -1;
-				opts->after = v;
-				break;
-			case OPT_COUNT:
-				if (int_option("--count", "a number >= 1", optarg, 1, INT64_MAX, &v, err, errlen) != 0)
-					return -1;
-				opts->count = v;
-				break;
-			case OPT_TIMEOUT:
-				if (seconds_option("--timeout", optarg, 31536000, &opts->timeout_s, err, errlen) != 0)
-					return -1;
-				break;
-			case OPT_METRICS_FILE:
-				opts->metrics_file = optarg;
-				break;
-			case OPT_METRICS_INTERVAL:
-				if (seconds_option("--metrics-interval", optarg, 86400, &opts->metrics_interval_s, err, errlen) != 0)
-					return -1;
-				break;
-			case OPT_POLL:
-				if (int_option("--poll-interval", "milliseconds from 10 to 86400000", optarg, 10, 86400000, &v, err, errlen) != 0)
-					return -1;
-				opts->poll_interval_ms = (int) v;
-				break;
-			case OPT_NO_LISTEN:
-				opts->no_listen = 1;
-				break;
-			case OPT_ALL:
-				opts->all = 1;
-				break;
-			case OPT_SNAPSHOT:
-				opts->snapshot = 1;
-				break;
-			case OPT_BATCH_BYTES:
-				if (int_option("--batch-bytes", "a number of bytes from 1024 to 1073741824", optarg, 1024, 1073741824, &v, err, errlen) != 0)
-					return -1;
-				opts->batch_bytes = (int) v;
-				break;
-			case OPT_QUERY_TIMEOUT:
-				if (int_option("--query-timeout", "milliseconds from 100 to 86400000", optarg, 100, 86400000, &v, err, errlen) != 0)
-					return -1;
-				opts->query_timeout_ms = (int) v;
-				break;
-			case OPT_AFTER_VERSION:
-				opts->after_version = optarg;
-				break;
-			case OPT_FALLBACK_POLL:
-				if (int_option("--fallback-poll-interval", "milliseconds from 10 to 86400000", optarg, 10, 86400000, &v, err, errlen) != 0)
-					return -1;
-				opts->fallback_poll_interval_ms = (int) v;
-				break;
-			case OPT_HEARTBEAT_CONNINFO:
-				opts->heartbeat_conninfo = optarg;
-				break;
-			case OPT_OLDER_THAN:
-				opts->older_than = optarg;
-				break;
-			case OPT_REPLICA:
-				opts->replica_id = optarg;
-				break;
-			case OPT_LABELS:
-				opts->labels = optarg;
-				break;
-			case OPT_HEARTBEAT:
-				if (int_option("--heartbeat-interval", "milliseconds from 100 to 86400000", optarg, 100, 86400000, &v, err, errlen) != 0)
-					return -1;
-				opts->heartbeat_interval_ms = (int) v;
-				break;
-			case OPT_JSON:
-				opts->json = 1;
-				break;
-			case OPT_FAIL_IF_LAG:
-				if (int_option("--fail-if-lag", "a number of revisions >= 0", optarg, 0, INT64_MAX, &v, err, errlen) != 0)
-					return -1;
-				opts->fail_if_lag = v;
-				break;
-			case ':':
-				snprintf(err, errlen, "%s needs a value", argv[first + optind - 1]);
-				return -1;
-			default:
-
-				/*
-				 * optopt is the unknown letter of a short option, which may
-				 * sit inside a cluster (-xyz) whose argument optind has not
-				 * passed yet; for an unknown long option it is 0 and optind
-				 * has moved past it.
-				 */
-				if (optopt != 0)
-					snprintf(err, errlen, "unknown option \"-%c\" for %s", optopt, name);
-				else
-					snprintf(err, errlen, "unknown option \"%.*s\" for %s",
-							 (int) strcspn(argv[first + optind - 1], "="), argv[first + optind - 1], name);
-				return -1;
+			opts->conninfo = optarg;
+			continue;
 		}
+		if (ch < OPTION_VALUE(0) || ch >= OPTION_VALUE(lengthof(option_specs)))
+			return refuse_option(ch, argv, argv[0], err, errlen);
+		spec = &option_specs[ch - OPTION_VALUE(0)];
+		if (apply_option(spec, optarg, opts, err, errlen) != 0)
+			return -1;
+		if (spec->kind == K_HELP)
+			return 1;
+		if (spec->group != G_ANY)
+			*given |= 1u << spec->group;
 	}
-	if (optind < argc - first)
-	{
-		snprintf(err, errlen, "unexpected argument \"%s\"", argv[first + optind]);
+	if (optind < argc)
+		return refuse(err, errlen, "unexpected argument \"%s\"", argv[optind]);
+	return 0;
+}
+
+/* ---------------------------------------------- what each command needs */
+
+/* The groups given that the command does not take: the first is refused. */
+static int
+check_groups(const cli_options *opts, unsigned given, const char *name, char *err, size_t errlen)
+{
+	for (size_t g = 0; g < lengthof(option_groups); g++)
+		if ((given & (1u << g)) && !(option_groups[g].commands & FOR(opts->command)))
+			return refuse(err, errlen, "%s does not take %s", name, option_groups[g].names);
+	return 0;
+}
+
+/* publish: the event's four fields, a known action; data defaults to {}. */
+static int
+check_publish(cli_options *opts, char *err, size_t errlen)
+{
+	if (!opts->org)
+		return refuse(err, errlen, "publish needs --org");
+	if (!opts->type)
+		return refuse(err, errlen, "publish needs --type");
+	if (!opts->action)
+		return refuse(err, errlen, "publish needs --action");
+	if (!opts->entity)
+		return refuse(err, errlen, "publish needs --entity");
+	if (strcmp(opts->action, "CREATE") != 0 && strcmp(opts->action, "UPDATE") != 0 &&
+		strcmp(opts->action, "DELETE") != 0)
+		return refuse(err, errlen, "--action must be CREATE, UPDATE or DELETE, not \"%s\"", opts->action);
+	if (!opts->data)
+		opts->data = "{}";
+	return 0;
+}
+
+/* watch: where it starts (--all, --org, --snapshot, --after, --after-version). */
+static int
+check_watch_start(const cli_options *opts, char *err, size_t errlen)
+{
+	if (opts->all && opts->norgs)
+		return refuse(err, errlen, "--all follows every organization: it does not take --org");
+	if (opts->snapshot && (opts->after >= 0 || opts->after_version))
+		return refuse(err, errlen, "--snapshot starts from a snapshot: it does not take --after or --after-version");
+	if (opts->all && (opts->after > 0 || opts->after_version))
+		return refuse(err, errlen, "--all starts from the heads or, with --after 0, from the kept history; "
+					  "to resume one organization, watch it with --org, --after and --after-version");
+	if (!opts->all && !opts->norgs)
+		return refuse(err, errlen, "watch needs --all or at least one --org");
+	return 0;
+}
+
+/* watch: the options that go with others, and values that must not be empty. */
+static int
+check_watch(const cli_options *opts, char *err, size_t errlen)
+{
+	if (check_watch_start(opts, err, errlen) != 0)
 		return -1;
-	}
+	if ((opts->labels || opts->heartbeat_interval_ms || opts->heartbeat_conninfo) && !opts->replica_id)
+		return refuse(err, errlen, "--labels, --heartbeat-interval and --heartbeat-conninfo need --replica-id");
+	if (opts->after_version && (opts->after < 0 || opts->norgs != 1))
+		return refuse(err, errlen, "--after-version goes with --after and one --org");
+	if (opts->metrics_interval_s > 0 && !opts->metrics_file)
+		return refuse(err, errlen, "--metrics-interval goes with --metrics-file");
+	if (opts->metrics_file && !opts->metrics_file[0])
+		return refuse(err, errlen, "--metrics-file must not be empty");
+	if (opts->replica_id && !opts->replica_id[0])
+		return refuse(err, errlen, "--replica-id must not be empty");
+	for (int i = 0; i < opts->norgs; i++)
+		for (int j = 0; j < i; j++)
+			if (strcmp(opts->orgs[i], opts->orgs[j]) == 0)
+				return refuse(err, errlen, "--org \"%s\" given twice", opts->orgs[i]);
+	return 0;
+}
 
-	/* Which options each command takes, and needs. */
-#define ONLY_FOR(cond, flag) \
-	do { if (!(cond)) { snprintf(err, errlen, "%s does not take %s", name, flag); return -1; } } while (0)
-#define REQUIRED(value, flag) \
-	do { if (!(value)) { snprintf(err, errlen, "%s needs %s", name, flag); return -1; } } while (0)
-
-	ONLY_FOR((opts->command != CMD_CLEANUP && opts->command != CMD_METRICS) || !opts->org, "--org");
-	ONLY_FOR(opts->command == CMD_PUBLISH || !(opts->type || opts->action || opts->entity ||
-											  opts->correlation_id || opts->data),
-			 "--type, --action, --entity, --correlation-id or --data");
-	ONLY_FOR(opts->command == CMD_WATCH || !(opts->after >= 0 || opts->after_version || opts->count ||
-											opts->timeout_s > 0 || opts->poll_interval_ms ||
-											opts->fallback_poll_interval_ms || opts->no_listen ||
-											opts->all || opts->snapshot ||
-											opts->replica_id || opts->labels ||
-											opts->heartbeat_interval_ms || opts->heartbeat_conninfo ||
-											opts->metrics_file || opts->metrics_interval_s > 0),
-			 "--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
-			 "--no-listen, --all, --snapshot, --replica-id, --labels, --heartbeat-interval, "
-			 "--heartbeat-conninfo, --metrics-file or --metrics-interval");
-	ONLY_FOR(opts->command == CMD_WATCH || opts->command == CMD_GET ||
-			 !(opts->batch_bytes || opts->query_timeout_ms), "--batch-bytes or --query-timeout");
-	ONLY_FOR(opts->command == CMD_STATUS || !(opts->json || opts->fail_if_lag >= 0),
-			 "--json or --fail-if-lag");
-	ONLY_FOR(opts->command == CMD_CLEANUP || !opts->older_than, "--older-than");
-
+/* What the command needs, and what it takes only together. */
+static int
+check_command(cli_options *opts, char *err, size_t errlen)
+{
 	switch (opts->command)
 	{
 		case CMD_PUBLISH:
-			REQUIRED(opts->org, "--org");
-			REQUIRED(opts->type, "--type");
-			REQUIRED(opts->action, "--action");
-			REQUIRED(opts->entity, "--entity");
-			if (strcmp(opts->action, "CREATE") != 0 && strcmp(opts->action, "UPDATE") != 0 &&
-				strcmp(opts->action, "DELETE") != 0)
-			{
-				snprintf(err, errlen, "--action must be CREATE, UPDATE or DELETE, not \"%s\"", opts->action);
-				return -1;
-			}
-			if (!opts->data)
-				opts->data = "{}";
-			break;
+			return check_publish(opts, err, errlen);
 		case CMD_WATCH:
-			if (opts->all && opts->norgs)
-			{
-				snprintf(err, errlen, "--all follows every organization: it does not take --org");
-				return -1;
-			}
-			if (opts->snapshot && (opts->after >= 0 || opts->after_version))
-			{
-				snprintf(err, errlen, "--snapshot starts from a snapshot: it does not take --after or --after-version");
-				return -1;
-			}
-			if (opts->all && (opts->after > 0 || opts->after_version))
-			{
-				snprintf(err, errlen, "--all starts from the heads or, with --after 0, from the kept history; "
-						 "to resume one organization, watch it with --org, --after and --after-version");
-				return -1;
-			}
-			if (!opts->all)
-				REQUIRED(opts->norgs, "--all or at least one --org");
-			if ((opts->labels || opts->heartbeat_interval_ms || opts->heartbeat_conninfo) && !opts->replica_id)
-			{
-				snprintf(err, errlen, "--labels, --heartbeat-interval and --heartbeat-conninfo need --replica-id");
-				return -1;
-			}
-			if (opts->after_version && (opts->after < 0 || opts->norgs != 1))
-			{
-				snprintf(err, errlen, "--after-version goes with --after and one --org");
-				return -1;
-			}
-			if (opts->metrics_interval_s > 0 && !opts->metrics_file)
-			{
-				snprintf(err, errlen, "--metrics-interval goes with --metrics-file");
-				return -1;
-			}
-			if (opts->metrics_file && !opts->metrics_file[0])
-			{
-				snprintf(err, errlen, "--metrics-file must not be empty");
-				return -1;
-			}
-			if (opts->replica_id && !opts->replica_id[0])
-			{
-				snprintf(err, errlen, "--replica-id must not be empty");
-				return -1;
-			}
-			for (int i = 0; i < opts->norgs; i++)
-				for (int j = 0; j < i; j++)
-					if (strcmp(opts->orgs[i], opts->orgs[j]) == 0)
-					{
-						snprintf(err, errlen, "--org \"%s\" given twice", opts->orgs[i]);
-						return -1;
-					}
-			break;
+			return check_watch(opts, err, errlen);
 		case CMD_GET:
-			REQUIRED(opts->norgs, "--org");
+			if (!opts->norgs)
+				return refuse(err, errlen, "get needs --org");
 			if (opts->norgs > 1)
-			{
-				snprintf(err, errlen, "get takes one --org");
-				return -1;
-			}
-			break;
+				return refuse(err, errlen, "get takes one --org");
+			return 0;
 		case CMD_STATUS:
 			if (opts->norgs > 1)
-			{
-				snprintf(err, errlen, "status takes at most one --org");
-				return -1;
-			}
-			break;
+				return refuse(err, errlen, "status takes at most one --org");
+			return 0;
 		case CMD_CLEANUP:
-			REQUIRED(opts->older_than, "--older-than");
-			break;
+			if (!opts->older_than)
+				return refuse(err, errlen, "cleanup needs --older-than");
+			return 0;
 		default:
-			break;
+			return 0;
 	}
-	for (int i = 0; i < opts->norgs; i++)
-		if (!opts->orgs[i][0])
-		{
-			snprintf(err, errlen, "--org must not be empty");
-			return -1;
-		}
-	if (opts->org && !opts->org[0])
-	{
-		snprintf(err, errlen, "--org must not be empty");
-		return -1;
-	}
-
-	/* Ids the server would refuse at every call are refused here, once. */
-	for (int i = 0; i < opts->norgs; i++)
-		if (id_too_long("--org", opts->orgs[i], err, errlen))
-			return -1;
-	if (id_too_long("--org", opts->org, err, errlen) ||
-		id_too_long("--replica-id", opts->replica_id, err, errlen) ||
-		id_too_long("--correlation-id", opts->correlation_id, err, errlen))
-		return -1;
-	return 0;
-#undef ONLY_FOR
-#undef REQUIRED
 }
 
 /* Whether an id is over the server's limit; says so in err. */
@@ -634,157 +592,50 @@ id_too_long(const char *flag, const char *id, char *err, size_t errlen)
 }
 
 /*
- * Decodes one UTF-8 character at s into *cp; returns its length in bytes,
- * or 0 when s does not start a well-formed one (overlong forms, surrogates
- * and code points above U+10FFFF are not).
+ * Ids that are empty, or that the server would refuse at every call, are
+ * refused here, once.
  */
 static int
-utf8_decode(const unsigned char *s, uint32_t *cp)
+check_ids(const cli_options *opts, char *err, size_t errlen)
 {
-	int			len;
-	unsigned char lo = 0x80,
-				hi = 0xBF;
-
-	if (s[0] < 0x80)
-	{
-		*cp = s[0];
-		return 1;
-	}
-	if (s[0] >= 0xC2 && s[0] <= 0xDF)
-		len = 2, *cp = s[0] & 0x1F;
-	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
-	{
-		len = 3, *cp = s[0] & 0x0F;
-		if (s[0] == 0xE0)
-			lo = 0xA0;
-		else if (s[0] == 0xED)
-			hi = 0x9F;
-	}
-	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
-	{
-		len = 4, *cp = s[0] & 0x07;
-		if (s[0] == 0xF0)
-			lo = 0x90;
-		else if (s[0] == 0xF4)
-			hi = 0x8F;
-	}
-	else
-		return 0;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (int i = 1; i < len; i++)
-	{
-		if (i > 1 && (s[i] < 0x80 || s[i] > 0xBF))
-			return 0;
-		*cp = (*cp << 6) | (s[i] & 0x3F);
-	}
-	return len;
+	for (int i = 0; i < opts->norgs; i++)
+		if (!opts->orgs[i][0])
+			return refuse(err, errlen, "--org must not be empty");
+	if (opts->org && !opts->org[0])
+		return refuse(err, errlen, "--org must not be empty");
+	for (int i = 0; i < opts->norgs; i++)
+		if (id_too_long("--org", opts->orgs[i], err, errlen))
+			return -1;
+	if (id_too_long("--org", opts->org, err, errlen) ||
+		id_too_long("--replica-id", opts->replica_id, err, errlen) ||
+		id_too_long("--correlation-id", opts->correlation_id, err, errlen))
+		return -1;
+	return 0;
 }
 
 /*
- * Whether a code point above ASCII must not reach a terminal raw: the C1
- * controls (U+009B is a CSI, like ESC [), the line and paragraph
- * separators, and the marks, embeddings, overrides and isolates that
- * reorder text.
+ * Parses argv: the global options, the command, its options (read as
+ * option_specs says), then what the command takes and needs.
  */
-static int
-unsafe_code_point(uint32_t cp)
-{
-	return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
-		(cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-/* One character of a string as a terminal gets it. */
-typedef struct text_unit
-{
-	char		text[8];		/* what to write */
-	int			len;			/* its length in bytes */
-	int			width;			/* its width in columns */
-	int			consumed;		/* bytes of the string it stands for */
-} text_unit;
-
-static void
-next_unit(const unsigned char *s, text_unit *u)
-{
-	uint32_t	cp;
-	int			n = utf8_decode(s, &cp);
-
-	u->consumed = n ? n : 1;
-	if (n == 0)
-		u->len = snprintf(u->text, sizeof(u->text), "\\x%02x", s[0]);
-	else if (cp == '\n')
-		u->len = snprintf(u->text, sizeof(u->text), "\\n");
-	else if (cp == '\r')
-		u->len = snprintf(u->text, sizeof(u->text), "\\r");
-	else if (cp == '\t')
-		u->len = snprintf(u->text, sizeof(u->text), "\\t");
-	else if (cp == '\\')
-		u->len = snprintf(u->text, sizeof(u->text), "\\\\");
-	else if (cp < 0x20 || cp == 0x7F)
-		u->len = snprintf(u->text, sizeof(u->text), "\\x%02x", (unsigned) cp);
-	else if (unsafe_code_point(cp))
-		u->len = snprintf(u->text, sizeof(u->text), "\\u%04x", (unsigned) cp);
-	else
-	{
-		memcpy(u->text, s, n);
-		u->len = n;
-		u->width = 1;
-		return;
-	}
-	u->width = u->len;
-}
-
 int
-cli_put_escaped(FILE *out, const char *str, int max_width)
+cli_parse(int argc, char **argv, cli_options *opts, char *err, size_t errlen)
 {
-	const unsigned char *s = (const unsigned char *) str;
-	text_unit	u;
-	int			total = 0;
-	int			width = 0;
+	unsigned	given = 0;
+	int			first = 0;
+	int			rc;
 
-	/* Does it fit?  Stop measuring once it does not. */
-	if (max_width > 0)
-		for (const unsigned char *p = s; *p && total <= max_width; p += u.consumed)
-		{
-			next_unit(p, &u);
-			total += u.width;
-		}
-	for (const unsigned char *p = s; *p; p += u.consumed)
-	{
-		next_unit(p, &u);
-		if (max_width > 0 && total > max_width && width + u.width > max_width - 1)
-		{
-			if (out)
-				fputs("\u2026", out);	/* the ellipsis */
-			return width + 1;
-		}
-		if (out)
-			fwrite(u.text, 1, u.len, out);
-		width += u.width;
-	}
-	return width;
-}
-
-void
-cli_put_json(FILE *out, const char *json)
-{
-	const unsigned char *s = (const unsigned char *) json;
-	const unsigned char *run = s;	/* what goes out as it is */
-
-	while (*s)
-	{
-		uint32_t	cp;
-		int			n = utf8_decode(s, &cp);
-
-		if (n == 0)
-			n = 1;				/* not UTF-8 (nor representable): as it is */
-		else if (cp == 0x7F || unsafe_code_point(cp))
-		{
-			fwrite(run, 1, s - run, out);
-			fprintf(out, "\\u%04x", (unsigned) cp);
-			run = s + n;
-		}
-		s += n;
-	}
-	fwrite(run, 1, s - run, out);
+	memset(opts, 0, sizeof(*opts));
+	opts->after = -1;
+	opts->timeout_s = -1;
+	opts->fail_if_lag = -1;
+	err[0] = '\0';
+	if ((rc = parse_command(argc, argv, opts, &first, err, errlen)) != 0)
+		return rc > 0 ? 0 : -1;
+	if ((rc = parse_options(argc - first, argv + first, opts, &given, err, errlen)) != 0)
+		return rc > 0 ? 0 : -1;
+	if (check_groups(opts, given, command_names[opts->command], err, errlen) != 0 ||
+		check_command(opts, err, errlen) != 0 ||
+		check_ids(opts, err, errlen) != 0)
+		return -1;
+	return 0;
 }

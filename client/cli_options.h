@@ -1,7 +1,7 @@
 /*
- * cli_options.h: command-line parsing of the eventhub tool and the escaping
- * of what it prints, kept apart from its I/O so that the unit tests can
- * drive them.
+ * cli_options.h: command-line parsing of the eventhub tool (cli_options.c)
+ * and the escaping of what it prints (cli_escape.c), kept apart from its
+ * I/O so that the unit tests can drive them.
  */
 #ifndef EVENTHUB_CLI_OPTIONS_H
 #define EVENTHUB_CLI_OPTIONS_H
@@ -100,5 +100,11 @@ int			cli_put_escaped(FILE *out, const char *str, int max_width);
  * none of them, so the value the text stands for does not change.
  */
 void		cli_put_json(FILE *out, const char *json);
+
+/*
+ * Writes str as a JSON string (NULL: null) with the escapes of
+ * cli_put_json() besides JSON's own.
+ */
+void		cli_put_json_string(FILE *out, const char *str);
 
 #endif							/* EVENTHUB_CLI_OPTIONS_H */

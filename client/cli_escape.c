@@ -1,0 +1,208 @@
+/*
+ * cli_escape.c: the escaping of the database's strings in what the
+ * eventhub tool prints, for a terminal (tables, stderr) and in JSON.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_options.h"
+
+/*
+ * Decodes one UTF-8 character at s into *cp; returns its length in bytes,
+ * or 0 when s does not start a well-formed one (overlong forms, surrogates
+ * and code points above U+10FFFF are not).
+ */
+static int
+utf8_decode(const unsigned char *s, uint32_t *cp)
+{
+	int			len;
+	unsigned char lo = 0x80,
+				hi = 0xBF;
+
+	if (s[0] < 0x80)
+	{
+		*cp = s[0];
+		return 1;
+	}
+	if (s[0] >= 0xC2 && s[0] <= 0xDF)
+		len = 2, *cp = s[0] & 0x1F;
+	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+	{
+		len = 3, *cp = s[0] & 0x0F;
+		if (s[0] == 0xE0)
+			lo = 0xA0;
+		else if (s[0] == 0xED)
+			hi = 0x9F;
+	}
+	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+	{
+		len = 4, *cp = s[0] & 0x07;
+		if (s[0] == 0xF0)
+			lo = 0x90;
+		else if (s[0] == 0xF4)
+			hi = 0x8F;
+	}
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (int i = 1; i < len; i++)
+	{
+		if (i > 1 && (s[i] < 0x80 || s[i] > 0xBF))
+			return 0;
+		*cp = (*cp << 6) | (s[i] & 0x3F);
+	}
+	return len;
+}
+
+/*
+ * Whether a code point above ASCII must not reach a terminal raw: the C1
+ * controls (U+009B is a CSI, like ESC [), the line and paragraph
+ * separators, and the marks, embeddings, overrides and isolates that
+ * reorder text.
+ */
+static int
+unsafe_code_point(uint32_t cp)
+{
+	return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+		(cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* One character of a string as a terminal gets it. */
+typedef struct text_unit
+{
+	char		text[8];		/* what to write */
+	int			len;			/* its length in bytes */
+	int			width;			/* its width in columns */
+	int			consumed;		/* bytes of the string it stands for */
+} text_unit;
+
+/* The next character of s as a terminal gets it, escaped or not. */
+static void
+next_unit(const unsigned char *s, text_unit *u)
+{
+	uint32_t	cp;
+	int			n = utf8_decode(s, &cp);
+
+	u->consumed = n ? n : 1;
+	if (n == 0)
+		u->len = snprintf(u->text, sizeof(u->text), "\\x%02x", s[0]);
+	else if (cp == '\n')
+		u->len = snprintf(u->text, sizeof(u->text), "\\n");
+	else if (cp == '\r')
+		u->len = snprintf(u->text, sizeof(u->text), "\\r");
+	else if (cp == '\t')
+		u->len = snprintf(u->text, sizeof(u->text), "\\t");
+	else if (cp == '\\')
+		u->len = snprintf(u->text, sizeof(u->text), "\\\\");
+	else if (cp < 0x20 || cp == 0x7F)
+		u->len = snprintf(u->text, sizeof(u->text), "\\x%02x", (unsigned) cp);
+	else if (unsafe_code_point(cp))
+		u->len = snprintf(u->text, sizeof(u->text), "\\u%04x", (unsigned) cp);
+	else
+	{
+		memcpy(u->text, s, n);
+		u->len = n;
+		u->width = 1;
+		return;
+	}
+	u->width = u->len;
+}
+
+/* Writes str for a terminal (cli_options.h says how). */
+int
+cli_put_escaped(FILE *out, const char *str, int max_width)
+{
+	const unsigned char *s = (const unsigned char *) str;
+	text_unit	u;
+	int			total = 0;
+	int			width = 0;
+
+	/* Does it fit?  Stop measuring once it does not. */
+	if (max_width > 0)
+		for (const unsigned char *p = s; *p && total <= max_width; p += u.consumed)
+		{
+			next_unit(p, &u);
+			total += u.width;
+		}
+	for (const unsigned char *p = s; *p; p += u.consumed)
+	{
+		next_unit(p, &u);
+		if (max_width > 0 && total > max_width && width + u.width > max_width - 1)
+		{
+			if (out)
+				fputs("\u2026", out);	/* the ellipsis */
+			return width + 1;
+		}
+		if (out)
+			fwrite(u.text, 1, u.len, out);
+		width += u.width;
+	}
+	return width;
+}
+
+/* Writes JSON text with what a terminal must not get raw escaped. */
+void
+cli_put_json(FILE *out, const char *json)
+{
+	const unsigned char *s = (const unsigned char *) json;
+	const unsigned char *run = s;	/* what goes out as it is */
+
+	while (*s)
+	{
+		uint32_t	cp;
+		int			n = utf8_decode(s, &cp);
+
+		if (n == 0)
+			n = 1;				/* not UTF-8 (nor representable): as it is */
+		else if (cp == 0x7F || unsafe_code_point(cp))
+		{
+			fwrite(run, 1, s - run, out);
+			fprintf(out, "\\u%04x", (unsigned) cp);
+			run = s + n;
+		}
+		s += n;
+	}
+	fwrite(run, 1, s - run, out);
+}
+
+/*
+ * Writes str as a JSON string, as cli_put_json() writes the string's JSON
+ * form: a double quote and a backslash escaped, the C0 controls as \u00XX,
+ * and DEL, the C1 controls and the rest of what cli_put_json() escapes as
+ * \uNNNN.  NULL is written as null.
+ */
+void
+cli_put_json_string(FILE *out, const char *str)
+{
+	const unsigned char *s = (const unsigned char *) str;
+	const unsigned char *run = s;	/* what goes out as it is */
+
+	if (!str)
+	{
+		fputs("null", out);
+		return;
+	}
+	fputc('"', out);
+	while (*s)
+	{
+		uint32_t	cp;
+		int			n = utf8_decode(s, &cp);
+
+		if (n == 0)
+			n = 1;				/* not UTF-8: as it is */
+		else if (cp == '"' || cp == '\\' || cp < 0x20 || cp == 0x7F || unsafe_code_point(cp))
+		{
+			fwrite(run, 1, s - run, out);
+			if (cp == '"' || cp == '\\')
+				fprintf(out, "\\%c", (char) cp);
+			else
+				fprintf(out, "\\u%04x", (unsigned) cp);
+			run = s + n;
+		}
+		s += n;
+	}
+	fwrite(run, 1, s - run, out);
+	fputc('"', out);
+}
