@@ -26,18 +26,21 @@ if want unit && [ -x client/test_unit ]; then
 	fi
 fi
 
-# The server extension's build checks, one test each, their lines as
-# comments: its files call one way (check_layers.sh), and
-# eventhub.statements() lists every statement it runs (check_statements.sh).
+# The source checks, one test each, their lines as comments: the
+# extension's files call one way (check_layers.sh),
+# eventhub.statements() lists every statement it runs (check_statements.sh),
+# and no function or file in extension/ and client/ grows too long
+# (check_sizes.sh).
 if want unit; then
-	for check in check_layers check_statements; do
-		sh "extension/$check.sh" >"out/extension_$check.log" 2>&1
+	for check in extension/check_layers.sh extension/check_statements.sh scripts/check_sizes.sh; do
+		log=out/$(echo "$check" | tr / _).log
+		sh "$check" >"$log" 2>&1
 		status=$?
-		sed 's/^/# /' "out/extension_$check.log"
+		sed 's/^/# /' "$log"
 		if [ $status -eq 0 ]; then
-			tally_ok "build: extension/$check.sh"
+			tally_ok "build: $check"
 		else
-			tally_not_ok "build: extension/$check.sh"
+			tally_not_ok "build: $check"
 		fi
 	done
 fi
