@@ -5,35 +5,53 @@
  * The library's files are layers, bottom first.  A file calls functions of
  * the files listed before it, never of one after it: the utilities know
  * nothing of connections, the transport nothing of what the client asks,
- * and only client.c is the public API (check_layers.sh proves the order
- * from the object files with nm, in `make check`; it reads these lines):
+ * and only settings.c and client.c are the public API.  A file includes
+ * only headers of its own layer or below (this one and eventhub.h are
+ * everyone's).  check_layers.sh proves both, the calls from the object
+ * files with nm and the includes from the sources, in `make check`; it
+ * reads these lines.  The state each file owns is named beside it (and
+ * marked with its owner in struct eh_client below).
  *
  *	  layer: util.c		 the clock, jitter, the handle's error, the log callback,
  *						 the names of the public enums
  *	  layer: json.c		 the notification payload, JSON quoting
- *	  layer: sealed.c	 the events a notification carries: opening them and
- *						 laying them out as a fetch's rows
+ *	  layer: sealed.c	 the events a notification carries: opening and
+ *						 decoding them (ehi_sealed)
  *	  layer: strbuf.c	 a string builder
  *	  layer: map.c		 a hash map
  *	  layer: versions.c	 the memory of delivered and notified versions
  *	  layer: conn.c		 one connection without waiting: connecting, a query,
  *						 its answer, deadlines (the transport)
- *	  layer: link.c		 the client's connection: sending a query for an
- *						 operation, losing it, reconnect and error backoffs,
+ *	  layer: link.c		 the client's connection (link): sending a query for
+ *						 an operation, losing it, reconnect and error backoffs,
  *						 when the next poll is due
- *	  layer: metrics.c	 the client's metrics: what deliveries and snapshots
+ *	  layer: stats.c	 the client's metrics: what deliveries and snapshots
  *						 record of each subscription (ready, fresh, resyncs),
  *						 and their text exposition
- *	  layer: snapshot.c	 a snapshot's transaction and its pages: the queries
- *						 that read it, the snapshot callback, its abort
- *	  layer: delivery.c	 subscriptions; what the client asks the server for
- *						 them (polls, discovery, tokens, fetches, heads) and
- *						 does with the answers; notifications; resyncs
- *	  layer: registry.c	 the replica registry: heartbeats, deregistration
- *	  layer: session.c	 the session: the drive loop, the first query, the
- *						 LISTEN probe, which query goes next, dispatching the
- *						 answers, the publish out, what to wait for and how long
- *	  layer: client.c	 the public calls of eventhub.h
+ *	  layer: snapshot_pages.c	a snapshot's transaction and its pages (snap):
+ *						 the queries that read it, the snapshot callback, its abort
+ *	  layer: rows.c		 handing a fetch's rows to the callbacks, the rest of
+ *						 a stopped batch (held); a notification's events as rows
+ *	  layer: subscriptions.c	the subscriptions (subs, by_org, by_token,
+ *						 fetch_next): adding, removing, tokens, the round robin
+ *	  layer: resync.c	 a subscription against its head; resyncs; the head query
+ *	  layer: state_poll.c	the poll of the subscriptions' heads and tokens
+ *	  layer: discovery.c	eh_subscribe_all() (all): discovery, the tokens of
+ *						 the organizations found, unknown tokens
+ *	  layer: fetch.c	 fetching events (transactions_since; events_since on
+ *						 an old server), the fetch's errors
+ *	  layer: keys.c		 data keys and the notifier's pid
+ *	  layer: notifications.c	draining notifications; delivering the events
+ *						 they carry
+ *	  layer: delivery.c	 which delivery query goes next; whose answer is whose
+ *	  layer: registry.c	 the replica registry (replica): heartbeats,
+ *						 deregistration
+ *	  layer: session.c	 the session (listen, publish): the drive loop, the
+ *						 first query, the LISTEN probe, which query goes next,
+ *						 dispatching the answers, the publish out, what to
+ *						 wait for and how long
+ *	  layer: settings.c	 the eh_set_* calls (cfg, cb)
+ *	  layer: client.c	 the other public calls of eventhub.h
  */
 #ifndef EVENTHUB_INTERNAL_H
 #define EVENTHUB_INTERNAL_H
@@ -66,18 +84,36 @@ int			ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
 
 #define EHI_DATA_KEY_BYTES 32
 
-/*
- * The columns of the fetch queries' rows (delivery.c), which the sealed
- * events are laid out as.
- */
-enum
-{
-	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
-	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
-};
-
 /* 2*n lower-case hex digits (dashes skipped) into n bytes; -1 if malformed. */
 int			ehi_hex_bytes(const char *hex, unsigned char *out, int n);
+
+/* event_type, action, entity_id, correlation_id, event_data */
+#define EHI_SEALED_TEXTS 5
+
+/* One event a notification carries, as decoded. */
+typedef struct ehi_sealed_event
+{
+	int64_t		revision;
+	int64_t		first_revision; /* of its transaction */
+	int			ends;			/* it ends its transaction */
+	char		version_id[EH_VERSION_ID_LEN + 1];
+	int64_t		processed_us;	/* microseconds since the Unix epoch */
+	int64_t		originated_us;
+	const char *text[EHI_SEALED_TEXTS]; /* into the plaintext: not NUL-terminated */
+	int			text_len[EHI_SEALED_TEXTS];
+} ehi_sealed_event;
+
+/* The events of one notification: consecutive, the last ending a transaction. */
+typedef struct ehi_sealed
+{
+	int64_t		sent_at_us;		/* when the notifier sent them */
+	char		previous[EH_VERSION_ID_LEN + 1];	/* the version before the first;
+													 * "" when the first is the
+													 * organization's first */
+	int			count;			/* at least 1 */
+	ehi_sealed_event *events;
+	unsigned char *plain;		/* the plaintext the texts point into */
+} ehi_sealed;
 
 /*
  * Readies OpenSSL's cipher ahead of the first notification: its first use
@@ -89,15 +125,12 @@ void		ehi_sealed_prepare(void);
 /*
  * Opens the "events" of a notification (base64 of nonce, AES-256-GCM
  * ciphertext and tag) under key, bound to the notification's token and
- * version, and lays them out as the rows of a fetch of organization org
- * (COL_ORG to COL_HEAD): a PGresult the caller clears; previous gets the
- * version_id of the event before the first ("" when the first is the
- * organization's first).  NULL when they do not open (another key,
- * altered, forged) or are malformed.
+ * version, into *out (freed with ehi_sealed_free).  -1 (nothing to free)
+ * when they do not open (another key, altered, forged) or are malformed.
  */
-PGresult   *ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *org,
-							const char *token, const char *version_id, const char *sealed,
-							char previous[EH_VERSION_ID_LEN + 1]);
+int			ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *token,
+							const char *version_id, const char *sealed, ehi_sealed *out);
+void		ehi_sealed_free(ehi_sealed *ev);
 
 /*
  * Returns str as a quoted JSON string (control characters as \u00XX; other
@@ -268,7 +301,7 @@ typedef struct eh_sub
 	char		token[EH_TOKEN_LEN + 1];	/* its notification token, "" unknown */
 	int			needs_fetch;	/* a newer revision is known to exist */
 	int			resync_reason;	/* a resync the server asked for: read the head */
-	int			wants_snapshot; /* a snapshot is due or under way (snapshot.c) */
+	int			wants_snapshot; /* a snapshot is due or under way (snapshot_pages.c) */
 	int			snapshot_reason;	/* its reason: 0 initial, else an eh_resync_reason */
 	int			no_snapshot;	/* the last snapshot was refused as incomplete (ZE004):
 								 * answer this resync with the resync callback */
@@ -280,7 +313,7 @@ typedef struct eh_sub
 	int			key_asked;		/* a keys query asked for it (for its current token) */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
 	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
-	/* metrics.c */
+	/* stats.c */
 	int			ready;			/* it applied a snapshot or reached the head once */
 	int64_t		fresh_at;		/* monotonic ms: the cursor last confirmed at the head
 								 * (when the query that said so was sent); at first,
@@ -387,7 +420,7 @@ typedef struct ehi_link
 								 * with events_since, as 0.3.0 did (until reconnecting) */
 	uint64_t	failures;		/* connection attempts failed and connections lost */
 	int64_t		op_sent_at;		/* monotonic ms: when the last query went out */
-	/* Notifications that carry their events (delivery.c) */
+	/* Notifications that carry their events (keys.c) */
 	int			events_channel; /* listening on eventhub_events (else eventhub) */
 	int			notifier_pid;	/* the server's notifier, as it said; 0: unknown */
 	int			keys_due;		/* data keys or the notifier's pid are to be read */
@@ -412,7 +445,7 @@ typedef struct ehi_listen
 	int64_t		probe_deadline; /* monotonic ms */
 } ehi_listen;
 
-/* delivery.c: eh_subscribe_all(). */
+/* discovery.c: eh_subscribe_all(). */
 #define EHI_UNKNOWN_TOKENS 64
 typedef struct ehi_follow_all
 {
@@ -425,13 +458,13 @@ typedef struct ehi_follow_all
 	int			refresh_tokens; /* an unknown token came: read every token again */
 	char		unknown[EHI_UNKNOWN_TOKENS][EH_TOKEN_LEN + 1];	/* tokens seen, not ours */
 	int			nunknown;
-	/* metrics.c: the subscription "*" */
+	/* stats.c: the subscription "*" */
 	int64_t		fresh_at;		/* when the last discovery that answered was sent */
 	int64_t		unready;		/* automatic subscriptions not ready yet */
 	int			ready;			/* once discovered with every one ready; it stays */
 } ehi_follow_all;
 
-/* delivery.c: the rest of a batch whose delivery a callback stopped. */
+/* rows.c: the rest of a batch whose delivery a callback stopped. */
 typedef struct ehi_held
 {
 	PGresult   *res;			/* NULL: none */
@@ -441,7 +474,7 @@ typedef struct ehi_held
 } ehi_held;
 
 /*
- * snapshot.c: the snapshot under way on the client's connection, one at a
+ * snapshot_pages.c: the snapshot under way on the client's connection, one at a
  * time.  Its transaction is open from BEGIN to COMMIT or ROLLBACK; nothing
  * else may use the connection meanwhile.
  */
@@ -505,24 +538,30 @@ typedef struct ehi_publish
 	char		sqlstate[6];
 } ehi_publish;
 
+/*
+ * The handle.  Each part is its owner's (the file named beside it); the
+ * ones without an owner are the session's and the public calls' (session.c,
+ * client.c).
+ */
 struct eh_client
 {
 	char	   *conninfo;
-	ehi_settings cfg;
-	ehi_callbacks cb;
-	ehi_link	link;
-	ehi_listen	listen;
+	ehi_settings cfg;			/* settings.c */
+	ehi_callbacks cb;			/* settings.c */
+	ehi_link	link;			/* link.c */
+	ehi_listen	listen;			/* session.c */
 
+	/* subscriptions.c */
 	eh_sub	   *subs;			/* in subscription order */
 	eh_sub	   *fetch_next;		/* where the round-robin of fetches goes on */
 	ehi_map		by_org;
 	ehi_map		by_token;
-	ehi_follow_all all;
-	ehi_held	held;
-	ehi_snapshot snap;
+	ehi_follow_all all;			/* discovery.c */
+	ehi_held	held;			/* rows.c */
+	ehi_snapshot snap;			/* snapshot_pages.c */
 
-	ehi_replica replica;
-	ehi_publish publish;
+	ehi_replica replica;		/* registry.c */
+	ehi_publish publish;		/* session.c */
 
 	/* The eh_process() call under way. */
 	int			stop;			/* the event callback asked to stop */
@@ -563,14 +602,14 @@ void		ehi_retry_later(eh_client *c);
 /* link.c: whether the connection is up and answered its first query */
 int			ehi_link_up(const eh_client *c);
 
-/* metrics.c */
-void		ehi_metrics_sub_started(eh_client *c, eh_sub *s);
-void		ehi_metrics_sub_ended(eh_client *c, eh_sub *s);
-void		ehi_metrics_at_head(eh_client *c, eh_sub *s, int64_t asked_at);
-void		ehi_metrics_discovered(eh_client *c, int64_t asked_at);
-void		ehi_metrics_resync(eh_sub *s, eh_resync_reason reason);
+/* stats.c */
+void		ehi_stats_sub_started(eh_client *c, eh_sub *s);
+void		ehi_stats_sub_ended(eh_client *c, eh_sub *s);
+void		ehi_stats_at_head(eh_client *c, eh_sub *s, int64_t asked_at);
+void		ehi_stats_discovered(eh_client *c, int64_t asked_at);
+void		ehi_stats_resync(eh_sub *s, eh_resync_reason reason);
 
-/* snapshot.c */
+/* snapshot_pages.c */
 int			ehi_snapshot_open(const eh_client *c);
 int			ehi_snapshot_due(const eh_client *c);
 int			ehi_next_snapshot_query(eh_client *c);
@@ -580,19 +619,75 @@ void		ehi_snapshot_cancel(eh_client *c, eh_sub *s);
 void		ehi_snapshot_rollback_now(eh_client *c, int64_t deadline);
 void		ehi_snapshot_free(eh_client *c);
 
-/* delivery.c */
+/*
+ * rows.c.  The columns of the fetch queries' rows (fetch.c), which a
+ * notification's events are laid out as (ehi_sealed_rows: COL_ORG to
+ * COL_HEAD).
+ */
+enum
+{
+	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
+	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
+};
+int			ehi_deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row, int64_t asked_at);
+int			ehi_deliver_held(eh_client *c);
+int			ehi_held_pending(const eh_client *c);
+void		ehi_drop_held(eh_client *c);
+PGresult   *ehi_sealed_rows(const char *org, const ehi_sealed *ev);
+
+/* subscriptions.c */
 eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
-/* Data keys not known are to be asked for again (a reconnect, a failure). */
-void		ehi_keys_again(eh_client *c);
+eh_sub	   *ehi_sub_by_token(const eh_client *c, const char *token);
 eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
+void		ehi_set_token(eh_client *c, eh_sub *s, const char *token);
+void		ehi_set_version(eh_sub *s, const char *version);
 void		ehi_forget_sub(eh_client *c, eh_sub *s);
 void		ehi_remove_sub(eh_client *c, eh_sub *s);
 void		ehi_free_subs(eh_client *c);
-int			ehi_next_catalog_query(eh_client *c);
+eh_sub	   *ehi_next_to_fetch(eh_client *c);
+eh_sub	   *ehi_sub_to_resync(const eh_client *c);
+int			ehi_subs_want_work(const eh_client *c);
+int			ehi_subs_lack_token(const eh_client *c);
+
+/* resync.c */
+int			ehi_resync_by_snapshot(eh_client *c, eh_sub *s, eh_resync_reason reason);
+void		ehi_compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version,
+							 const char *cursor_version);
+int			ehi_send_head(eh_client *c);
+void		ehi_handle_head(eh_client *c, eh_sub *s, PGresult *res);
+
+/* state_poll.c */
+void		ehi_check_promotion(eh_client *c, int in_recovery);
+int			ehi_send_state(eh_client *c);
+void		ehi_handle_state(eh_client *c, PGresult *res);
+
+/* discovery.c */
+void		ehi_discovery_asked(eh_client *c, int64_t now);
+int			ehi_send_discover(eh_client *c, int64_t now);
+void		ehi_handle_discover(eh_client *c, PGresult *res);
+int			ehi_tokens_pending(const eh_client *c);
+int			ehi_send_tokens(eh_client *c);
+void		ehi_handle_tokens(eh_client *c, PGresult *res);
+int			ehi_discovery_unknown_token(eh_client *c, const char *token);
+void		ehi_discovery_free(eh_client *c);
+
+/* fetch.c */
 int			ehi_next_fetch(eh_client *c);
-int			ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
-int			ehi_deliver_held(eh_client *c);
+int			ehi_handle_fetch(eh_client *c, eh_sub *s, PGresult *res);
+
+/* keys.c (ehi_keys_again: data keys not known are to be asked for again) */
+void		ehi_keys_again(eh_client *c);
+int			ehi_send_keys(eh_client *c, int64_t now);
+void		ehi_handle_keys(eh_client *c, PGresult *res);
+int			ehi_keys_from_notifier(eh_client *c, int pid);
+void		ehi_keys_notifier_restarted(eh_client *c);
+
+/* notifications.c */
 void		ehi_drain_notifications(eh_client *c);
+
+/* delivery.c */
+int			ehi_next_catalog_query(eh_client *c);
+int			ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
 int			ehi_work_pending(const eh_client *c);
 
 /* registry.c */
@@ -608,5 +703,8 @@ void		ehi_drive(eh_client *c);
 int			ehi_timeout_ms(const eh_client *c, int all_sockets);
 int			ehi_sockets(const eh_client *c, int *fds, int *wants, int max);
 void		ehi_publish_clear(eh_client *c);
+
+/* settings.c: an identifier's check (not empty, at most EH_MAX_ID_BYTES) */
+int			ehi_check_id(eh_client *c, const char *what, const char *id);
 
 #endif							/* EVENTHUB_INTERNAL_H */

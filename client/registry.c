@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define HEARTBEAT_SQL "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)"
+static const char HEARTBEAT_SQL[] = "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)";
 
 /* The JSON object of eventhub.heartbeat()'s progress argument. */
 static int

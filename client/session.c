@@ -88,12 +88,12 @@ choose_listening(eh_client *c, int in_recovery)
  * listens on channel eventhub_events, whose notifications may carry them,
  * instead of eventhub; both announce the same).
  */
-#define HELLO_SQL \
-	"SELECT pg_catalog.pg_is_in_recovery(), COALESCE(" \
-	" pg_catalog.has_function_privilege(" \
-	"  pg_catalog.to_regprocedure('eventhub.notification_data_key(text)'), 'EXECUTE')" \
-	" AND pg_catalog.has_function_privilege(" \
-	"  pg_catalog.to_regprocedure('eventhub.notifier_pid()'), 'EXECUTE'), false)"
+static const char HELLO_SQL[] =
+	"SELECT pg_catalog.pg_is_in_recovery(), COALESCE("
+	" pg_catalog.has_function_privilege("
+	"  pg_catalog.to_regprocedure('eventhub.notification_data_key(text)'), 'EXECUTE')"
+	" AND pg_catalog.has_function_privilege("
+	"  pg_catalog.to_regprocedure('eventhub.notifier_pid()'), 'EXECUTE'), false)";
 
 /* The first query answered: the connection works. */
 static void
@@ -221,7 +221,7 @@ drive_probe(eh_client *c)
 
 /* ------------------------------------------------------------ publish */
 
-#define PUBLISH_SQL "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)"
+static const char PUBLISH_SQL[] = "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)";
 
 /* The publish is over: rc (and the error, when rc < 0) for eh_publish_result(). */
 static void

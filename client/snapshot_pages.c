@@ -1,5 +1,5 @@
 /*
- * snapshot.c: a snapshot's transaction and its pages, on the client's
+ * snapshot_pages.c: a snapshot's transaction and its pages, on the client's
  * connection: the state of an organization as each live entity's latest
  * event, consistent with a head (revision, version) from which the
  * subscription then goes on with its events.
@@ -37,15 +37,15 @@
 
 #include "internal.h"
 
-#define BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+static const char BEGIN_SQL[] = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 
-#define HEAD_SQL "SELECT h.revision, h.version_id::text FROM eventhub.snapshot_head($1) h"
+static const char HEAD_SQL[] = "SELECT h.revision, h.version_id::text FROM eventhub.snapshot_head($1) h";
 
 /* The keyset ($3, $4) is NULL for the first page; $7 NULL for an organization without events. */
-#define PAGE_SQL \
-	"SELECT p.event_type, p.entity_id, p.revision, p.version_id::text, p.action, p.event_data::text," \
-	" to_char(p.originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')" \
-	" FROM eventhub.snapshot_entities($1, $2, $3, $4, $5, $6, NULLIF($7, '')::uuid) p"
+static const char PAGE_SQL[] =
+	"SELECT p.event_type, p.entity_id, p.revision, p.version_id::text, p.action, p.event_data::text,"
+	" to_char(p.originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+	" FROM eventhub.snapshot_entities($1, $2, $3, $4, $5, $6, NULLIF($7, '')::uuid) p";
 
 /* Whether a snapshot's transaction is open: nothing else may go on the connection. */
 int
@@ -388,7 +388,7 @@ finish(eh_client *c)
 	s->needs_fetch = 1;			/* what was committed since */
 	s->resync_reason = 0;
 	s->acked = -1;				/* the snapshot covers the head */
-	ehi_metrics_at_head(c, s, snap->head_asked_at);
+	ehi_stats_at_head(c, s, snap->head_asked_at);
 	c->counters[EH_STAT_SNAPSHOTS]++;
 	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
 	callback(c, EH_SNAPSHOT_END, NULL, 0);

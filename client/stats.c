@@ -1,8 +1,9 @@
 /*
- * metrics.c: the client's metrics.  The counters of eh_stat() are counted
- * where they happen; this file keeps what needs a rule, per subscription:
- * readiness, freshness and resyncs by reason, and writes everything in
- * Prometheus' text exposition format (eh_render_metrics).
+ * stats.c: the client's statistics and their exposition.  The counters of
+ * eh_stat() are counted where they happen; this file keeps what needs a
+ * rule, per subscription: readiness, freshness and resyncs by reason, and
+ * writes everything in Prometheus' text exposition format
+ * (eh_render_metrics).  (Not metrics.c: the extension has one.)
  *
  * Ready: the subscription applied a snapshot or reached the head once.  It
  * stays ready while the connection is down or it falls behind: a replica
@@ -29,7 +30,7 @@
 
 /* A subscription starts (or an automatic one is taken over by eh_subscribe_at). */
 void
-ehi_metrics_sub_started(eh_client *c, eh_sub *s)
+ehi_stats_sub_started(eh_client *c, eh_sub *s)
 {
 	s->ready = 0;
 	s->fresh_at = ehi_now_ms();
@@ -40,7 +41,7 @@ ehi_metrics_sub_started(eh_client *c, eh_sub *s)
 
 /* A subscription ends, or stops being automatic. */
 void
-ehi_metrics_sub_ended(eh_client *c, eh_sub *s)
+ehi_stats_sub_ended(eh_client *c, eh_sub *s)
 {
 	if (s->automatic && !s->ready)
 		c->all.unready--;
@@ -48,7 +49,7 @@ ehi_metrics_sub_ended(eh_client *c, eh_sub *s)
 
 /* An answer to a query sent at asked_at shows the subscription's cursor at the head. */
 void
-ehi_metrics_at_head(eh_client *c, eh_sub *s, int64_t asked_at)
+ehi_stats_at_head(eh_client *c, eh_sub *s, int64_t asked_at)
 {
 	if (!s->ready || asked_at > s->fresh_at)
 		s->fresh_at = asked_at;
@@ -61,7 +62,7 @@ ehi_metrics_at_head(eh_client *c, eh_sub *s, int64_t asked_at)
 
 /* A discovery sent at asked_at answered: "*" knows every organization as of then. */
 void
-ehi_metrics_discovered(eh_client *c, int64_t asked_at)
+ehi_stats_discovered(eh_client *c, int64_t asked_at)
 {
 	if (asked_at > c->all.fresh_at)
 		c->all.fresh_at = asked_at;
@@ -71,7 +72,7 @@ ehi_metrics_discovered(eh_client *c, int64_t asked_at)
 
 /* A resync of the subscription: its callback is called, or a snapshot read. */
 void
-ehi_metrics_resync(eh_sub *s, eh_resync_reason reason)
+ehi_stats_resync(eh_sub *s, eh_resync_reason reason)
 {
 	if ((int) reason > 0 && (int) reason < EHI_RESYNC_REASONS)
 		s->resyncs[reason]++;
