@@ -229,15 +229,12 @@ eh_subscribe_all(eh_client *c, int64_t from)
 		ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
 		return EH_ERR_ARGUMENT;
 	}
-	if (c->all.on)
+	if (ehi_discovery_start(c, from) != 0)
 	{
 		ehi_set_error(c, "already following every organization");
 		return EH_ERR_ARGUMENT;
 	}
-	c->all.on = 1;
-	c->all.from = from;
-	c->all.discovered = 0;
-	c->all.fresh_at = ehi_now_ms();	/* "*" counts its freshness from now */
+	ehi_stats_follow_all(c);
 	c->link.next_poll_at = 0;
 	return EH_OK;
 }
@@ -579,4 +576,12 @@ int
 eh_is_listening(const eh_client *c)
 {
 	return c && c->listen.mode == LISTEN_ON && eh_is_connected(c);
+}
+
+int
+eh_render_metrics(const eh_client *c, char *buf, size_t len)
+{
+	if (!c || (!buf && len > 0))
+		return -1;
+	return ehi_stats_render(c, ehi_sub_walk_next, buf, len);
 }

@@ -110,7 +110,7 @@ ehi_handle_discover(eh_client *c, PGresult *res)
 	}
 	ehi_sb_puts(&missing, "}");
 	/* An explicit subscription from the head of an organization that does not exist yet. */
-	for (eh_sub *s = c->subs; s; s = s->next)
+	for (eh_sub *s = ehi_sub_next(c, NULL); s; s = ehi_sub_next(c, s))
 		if (s->cursor < 0)
 			ehi_compare_head(c, s, 0, "", NULL);
 	c->all.discovered = 1;
@@ -240,10 +240,32 @@ ehi_send_tokens(eh_client *c)
 	return rc < 0 ? -1 : 1;
 }
 
+/*
+ * eh_subscribe_all(): follows every organization from from (0,
+ * EH_FROM_HEAD or EH_FROM_SNAPSHOT); -1 when it already does.
+ */
+int
+ehi_discovery_start(eh_client *c, int64_t from)
+{
+	if (c->all.on)
+		return -1;
+	c->all.on = 1;
+	c->all.from = from;
+	c->all.discovered = 0;
+	return 0;
+}
+
 /* Frees what the discovery keeps. */
 void
 ehi_discovery_free(eh_client *c)
 {
 	free(c->all.tokens_pending);
 	c->all.tokens_pending = NULL;
+}
+
+/* When a discovery a notification asked for is due (monotonic ms; 0: none). */
+int64_t
+ehi_discovery_due_at(const eh_client *c)
+{
+	return c->all.next_discover_at;
 }

@@ -6,11 +6,12 @@
  * keys it may add later, and safe on any input (it never reads past the
  * terminating NUL).  Writing: quoting strings.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "json.h"
 
 typedef struct cursor
 {

@@ -34,7 +34,7 @@ static const char KEYS_SQL[] =
 void
 ehi_keys_again(eh_client *c)
 {
-	for (eh_sub *s = c->subs; s; s = s->next)
+	for (eh_sub *s = ehi_sub_next(c, NULL); s; s = ehi_sub_next(c, s))
 		if (!s->has_key)
 			s->key_asked = 0;
 	c->link.keys_due = 1;
@@ -84,7 +84,7 @@ ehi_handle_keys(eh_client *c, PGresult *res)
 	c->link.notifier_pid = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ?
 		atoi(PQgetvalue(res, 0, 0)) : 0;
 	/* More than one query's worth of organizations: the rest next. */
-	for (eh_sub *s = c->subs; s; s = s->next)
+	for (eh_sub *s = ehi_sub_next(c, NULL); s; s = ehi_sub_next(c, s))
 		if (!s->has_key && !s->key_asked && s->token[0])
 		{
 			c->link.keys_due = 1;
@@ -114,7 +114,7 @@ ehi_send_keys(eh_client *c, int64_t now)
 		c->listen.mode != LISTEN_ON || now < c->link.keys_retry_at)
 		return 0;
 	ehi_sb_puts(&orgs, "{");
-	for (eh_sub *s = c->subs; s && n < KEYS_PER_QUERY; s = s->next)
+	for (eh_sub *s = ehi_sub_next(c, NULL); s && n < KEYS_PER_QUERY; s = ehi_sub_next(c, s))
 	{
 		if (s->has_key || s->key_asked || !s->token[0])
 			continue;

@@ -19,6 +19,14 @@ ehi_drop_held(eh_client *c)
 	c->held.sub = NULL;
 }
 
+/* Frees the rest of a stopped batch if it is subscription s's. */
+void
+ehi_drop_held_of(eh_client *c, const eh_sub *s)
+{
+	if (c->held.sub == s)
+		ehi_drop_held(c);
+}
+
 /* Whether the rest of a stopped batch waits for the next eh_process(). */
 int
 ehi_held_pending(const eh_client *c)

@@ -29,7 +29,7 @@
 
 #include <openssl/evp.h>
 
-#include "internal.h"
+#include "sealed.h"
 
 #define NONCE_BYTES 12
 #define TAG_BYTES 16

@@ -120,7 +120,7 @@ handle_hello(eh_client *c, PGresult *res)
 	ehi_keys_again(c);
 	c->link.events_channel = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	c->link.next_poll_at = 0;
-	c->replica.next_at = 0;
+	ehi_heartbeat_now(c);
 	choose_listening(c, strcmp(PQgetvalue(res, 0, 0), "t") == 0);
 }
 
@@ -373,7 +373,7 @@ next_query(eh_client *c)
 		return 0;
 	ehi_snapshot_check_link(c);
 	if (ehi_snapshot_open(c))
-		return ehi_next_snapshot_query(c);
+		return ehi_next_snapshot_query(c, NULL);
 	if (c->publish.state == PUBLISH_QUEUED)
 	{
 		if (ehi_send(c, OP_PUBLISH, NULL, PUBLISH_SQL, EHI_PUBLISH_NPARAMS, (const char *const *) c->publish.params) != 0)
@@ -385,14 +385,14 @@ next_query(eh_client *c)
 		return 0;
 	if ((rc = ehi_next_catalog_query(c)) != 0)
 		return rc;
-	if (!c->replica.conninfo && ehi_heartbeat_due(c))
+	if (ehi_heartbeat_route(c) == 1 && ehi_heartbeat_due(c))
 	{
 		rc = ehi_send_heartbeat(c);
 		if (rc != 0)
 			return rc < 0 ? -1 : 0;
 		return 1;
 	}
-	if ((rc = ehi_next_snapshot_query(c)) != 0)
+	if ((rc = ehi_next_snapshot_query(c, ehi_sub_wanting_snapshot(c))) != 0)
 		return rc;
 	return ehi_next_fetch(c);
 }
@@ -519,7 +519,7 @@ ehi_timeout_ms(const eh_client *c, int all_sockets)
 	int64_t		now = ehi_now_ms();
 	int64_t		at;
 
-	if (c->held.res)
+	if (ehi_held_pending(c))
 		return 0;
 	switch (c->link.conn.state)
 	{
@@ -551,19 +551,21 @@ ehi_timeout_ms(const eh_client *c, int all_sockets)
 			}
 			if (ehi_work_pending(c) || c->listen.mode == LISTEN_STARTING)
 				return 0;
-			at = earlier(c->link.next_poll_at, c->all.next_discover_at);
-			if (c->replica.id && !c->replica.conninfo)
-				at = earlier(at, c->replica.next_at ? c->replica.next_at : 1);
+			at = earlier(c->link.next_poll_at, ehi_discovery_due_at(c));
+			if (ehi_heartbeat_route(c) == 1)
+				at = earlier(at, ehi_heartbeat_next_at(c));
 			break;
 	}
 	if (c->publish.state == PUBLISH_QUEUED)
 		at = earlier(at, c->publish.deadline);
-	if (c->replica.conninfo && c->replica.id)
+	if (ehi_heartbeat_route(c) == 2)
 	{
-		if (c->replica.conn.state == EHI_CONN_CONNECTING || c->replica.conn.state == EHI_CONN_BUSY)
-			at = earlier(side_work(at, now, all_sockets), c->replica.conn.deadline);
+		const ehi_conn *hb = ehi_heartbeat_conn(c);
+
+		if (hb->state == EHI_CONN_CONNECTING || hb->state == EHI_CONN_BUSY)
+			at = earlier(side_work(at, now, all_sockets), hb->deadline);
 		else if (c->link.hello_done)	/* it waits for the main one */
-			at = earlier(at, c->replica.next_at ? c->replica.next_at : 1);
+			at = earlier(at, ehi_heartbeat_next_at(c));
 	}
 	if (at <= now)
 		return 0;
@@ -591,6 +593,6 @@ ehi_sockets(const eh_client *c, int *fds, int *wants, int max)
 
 	n = add_socket(&c->link.conn, fds, wants, n, max);
 	n = add_socket(&c->listen.probe_conn, fds, wants, n, max);
-	n = add_socket(&c->replica.conn, fds, wants, n, max);
+	n = add_socket(ehi_heartbeat_conn(c), fds, wants, n, max);
 	return n;
 }

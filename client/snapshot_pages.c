@@ -54,16 +54,6 @@ ehi_snapshot_open(const eh_client *c)
 	return c->snap.open;
 }
 
-/* Whether a subscription waits for a snapshot. */
-int
-ehi_snapshot_due(const eh_client *c)
-{
-	for (const eh_sub *s = c->subs; s; s = s->next)
-		if (s->wants_snapshot)
-			return 1;
-	return 0;
-}
-
 static void
 clear_keyset(ehi_snapshot *snap)
 {
@@ -204,12 +194,12 @@ send_page(eh_client *c)
 }
 
 /*
- * Sends the next query of the open snapshot, or starts the snapshot of the
- * first subscription that wants one.  Returns 1 when a query went out, 0
- * when none is due, -1 when the connection broke.
+ * Sends the next query of the open snapshot, or starts the snapshot of s,
+ * a subscription that wants one (NULL: none does).  Returns 1 when a query
+ * went out, 0 when none is due, -1 when the connection broke.
  */
 int
-ehi_next_snapshot_query(eh_client *c)
+ehi_next_snapshot_query(eh_client *c, eh_sub *s)
 {
 	ehi_snapshot *snap = &c->snap;
 
@@ -235,10 +225,8 @@ ehi_next_snapshot_query(eh_client *c)
 		}
 		return 0;
 	}
-	for (eh_sub *s = c->subs; s; s = s->next)
+	if (s)
 	{
-		if (!s->wants_snapshot)
-			continue;
 		clear_keyset(snap);
 		memset(snap, 0, sizeof(*snap));
 		snap->sub = s;

@@ -49,11 +49,11 @@ ehi_send_state(eh_client *c)
 	const char *params[2];
 	int			rc;
 
-	if (!c->subs)
+	if (!ehi_sub_next(c, NULL))
 		return 0;
 	ehi_sb_puts(&names, "{");
 	ehi_sb_puts(&revs, "{");
-	for (eh_sub *s = c->subs; s; s = s->next)
+	for (eh_sub *s = ehi_sub_next(c, NULL); s; s = ehi_sub_next(c, s))
 	{
 		ehi_sb_array_element(&names, s->org);
 		ehi_sb_printf(&revs, "%s%lld", revs.len > 1 ? "," : "", (long long) (s->cursor > 0 ? s->cursor : 0));

@@ -79,8 +79,7 @@ ehi_forget_sub(eh_client *c, eh_sub *s)
 		c->link.op_sub = NULL;	/* its answer is dropped */
 	if (c->fetch_next == s)
 		c->fetch_next = s->next;
-	if (c->held.sub == s)
-		ehi_drop_held(c);
+	ehi_drop_held_of(c, s);
 	ehi_snapshot_cancel(c, s);
 }
 
@@ -167,6 +166,23 @@ ehi_subs_lack_token(const eh_client *c)
 	return 0;
 }
 
+/* The subscription after after, in subscription order (the first for NULL). */
+eh_sub *
+ehi_sub_next(const eh_client *c, const eh_sub *after)
+{
+	return after ? after->next : c->subs;
+}
+
+/* The first subscription that waits for a snapshot, or NULL. */
+eh_sub *
+ehi_sub_wanting_snapshot(const eh_client *c)
+{
+	for (eh_sub *s = c->subs; s; s = s->next)
+		if (s->wants_snapshot)
+			return s;
+	return NULL;
+}
+
 /* The first subscription whose resync waits for its head, or NULL. */
 eh_sub *
 ehi_sub_to_resync(const eh_client *c)
@@ -175,4 +191,20 @@ ehi_sub_to_resync(const eh_client *c)
 		if (s->resync_reason)
 			return s;
 	return NULL;
+}
+
+/* Walks the subscriptions for the metrics (an ehi_sub_walk). */
+const eh_sub *
+ehi_sub_walk_next(const eh_client *c, const eh_sub *after, ehi_sub_view *view)
+{
+	const eh_sub *s = after ? after->next : c->subs;
+
+	if (!s)
+		return NULL;
+	view->org = s->org;
+	view->automatic = s->automatic;
+	view->has_applied = s->cursor >= 0;
+	view->applied = s->acked >= 0 ? s->acked : s->cursor;
+	view->stats = &s->stats;
+	return s;
 }
