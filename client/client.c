@@ -136,14 +136,14 @@ canonical_uuid(const char *str, char out[EH_VERSION_ID_LEN + 1])
 	return 1;
 }
 
-int
-eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const char *after_version)
+/*
+ * eh_subscribe_at()'s arguments, checked (error set); version gets
+ * after_version in canonical form ("" without one).
+ */
+static int
+check_subscribe_args(eh_client *c, const char *org, int64_t after_revision,
+					 const char *after_version, char version[EH_VERSION_ID_LEN + 1])
 {
-	char		version[EH_VERSION_ID_LEN + 1] = "";
-	eh_sub	   *s;
-
-	if (!c)
-		return EH_ERR_ARGUMENT;
 	if (c->in_callback)
 	{
 		ehi_set_error(c, "eh_subscribe cannot be called from a callback");
@@ -169,6 +169,20 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 					  "after_version must be a UUID, not \"%s\"", after_version);
 		return EH_ERR_ARGUMENT;
 	}
+	return EH_OK;
+}
+
+int
+eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const char *after_version)
+{
+	char		version[EH_VERSION_ID_LEN + 1] = "";
+	int64_t		cursor = after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision;
+	eh_sub	   *s;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (check_subscribe_args(c, org, after_revision, after_version, version) != EH_OK)
+		return EH_ERR_ARGUMENT;
 	s = ehi_find_sub(c, org);
 	if (s && !s->automatic)
 	{
@@ -176,28 +190,10 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 		return EH_ERR_ARGUMENT;
 	}
 	if (s)
-	{
-		/* Followed through eh_subscribe_all(): the stored cursor wins. */
-		ehi_forget_sub(c, s);	/* a query out for it answers the old cursor */
-		ehi_stats_sub_ended(c, s);
-		s->automatic = 0;
-		ehi_stats_sub_started(c, s);
-		s->cursor = after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision;
-		s->needs_fetch = 0;
-		s->resync_reason = 0;
-		s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
-		s->snapshot_reason = 0;
-		s->no_snapshot = 0;
-		ehi_versions_reset(&s->seen);
-		snprintf(s->version, sizeof(s->version), "%s", version);
-		if (version[0])
-			ehi_versions_delivered(&s->seen, version);
-	}
-	else if (!(s = ehi_add_sub(c, org, after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision,
-							   version, 0)))
+		ehi_take_over_sub(c, s, cursor, version);	/* followed through eh_subscribe_all() */
+	else if (!(s = ehi_add_sub(c, org, cursor, version, 0)))
 		return EH_ERR_MEMORY;
-	else
-		s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
+	s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
 	c->link.next_poll_at = 0;
 	return EH_OK;
 }

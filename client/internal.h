@@ -456,6 +456,7 @@ eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char
 void		ehi_set_token(eh_client *c, eh_sub *s, const char *token);
 void		ehi_set_version(eh_sub *s, const char *version);
 void		ehi_forget_sub(eh_client *c, eh_sub *s);
+void		ehi_take_over_sub(eh_client *c, eh_sub *s, int64_t cursor, const char *version);
 void		ehi_remove_sub(eh_client *c, eh_sub *s);
 void		ehi_free_subs(eh_client *c);
 eh_sub	   *ehi_next_to_fetch(eh_client *c);

@@ -397,6 +397,80 @@ next_query(eh_client *c)
 	return ehi_next_fetch(c);
 }
 
+/* What drive_connection() does after a step of it. */
+typedef enum drive_next
+{
+	DRIVE_STOP,					/* nothing more now */
+	DRIVE_AGAIN,				/* another round */
+	DRIVE_ON					/* the connection is idle: on to the next query */
+} drive_next;
+
+/* Starts connecting when it is time; DRIVE_STOP when there is no connection. */
+static drive_next
+connect_when_due(eh_client *c)
+{
+	if (c->link.conn.state != EHI_CONN_NONE)
+		return DRIVE_ON;
+	if (ehi_now_ms() < c->link.reconnect_at)
+		return DRIVE_STOP;
+	ehi_start_connecting(c);
+	return c->link.conn.state == EHI_CONN_NONE ? DRIVE_STOP : DRIVE_ON;
+}
+
+/* What the connection's step found: a failure, a new connection, an answer. */
+static drive_next
+after_step(eh_client *c, ehi_step st)
+{
+	switch (st)
+	{
+		case EHI_STEP_FAILED:
+			ehi_set_error(c, "%s", c->link.conn.error);
+			snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", c->link.conn.sqlstate);
+			ehi_connection_lost(c, c->errmsg);
+			/* A refusal that retrying cannot fix is the caller's to see. */
+			if (!ehi_sqlstate_retryable(c->sqlstate))
+				c->pending_error = EH_ERR_CONNECTION;
+			return DRIVE_STOP;
+		case EHI_STEP_CONNECTED:
+			/* A first query: the connection works only if it answers. */
+			return ehi_send(c, OP_HELLO, NULL, HELLO_SQL, 0, NULL) != 0 ? DRIVE_STOP : DRIVE_AGAIN;
+		case EHI_STEP_RESULT:
+			{
+				op_kind		op = c->link.op;
+				eh_sub	   *sub = c->link.op_sub;
+
+				c->link.op = OP_NONE;
+				c->link.op_sub = NULL;
+				dispatch(c, op, sub, ehi_conn_take_result(&c->link.conn));
+				if (c->link.conn.pg)
+					ehi_drain_notifications(c);
+				return DRIVE_AGAIN;
+			}
+		case EHI_STEP_NOTHING:
+			break;
+	}
+	if (c->link.conn.state == EHI_CONN_CONNECTING || c->link.conn.state == EHI_CONN_BUSY)
+		return DRIVE_STOP;
+	return DRIVE_ON;
+}
+
+/* The connection is idle: a promotion, the LISTEN probe, or the next query. */
+static drive_next
+drive_idle(eh_client *c)
+{
+	if (c->listen.promoted && !ehi_snapshot_open(c))
+	{
+		c->listen.promoted = 0;
+		if (c->listen.mode == LISTEN_OFF)
+			choose_listening(c, 0);
+		return DRIVE_AGAIN;
+	}
+	drive_probe(c);
+	if (c->link.conn.state != EHI_CONN_IDLE || c->listen.mode == LISTEN_PROBING)
+		return c->link.conn.state == EHI_CONN_BUSY ? DRIVE_AGAIN : DRIVE_STOP;
+	return next_query(c) <= 0 ? DRIVE_STOP : DRIVE_AGAIN;
+}
+
 /*
  * Advances the client's connection: the attempt, the query out, its answer
  * and the notifications that came with it; then sends the next query.
@@ -407,15 +481,10 @@ drive_connection(eh_client *c)
 	for (int round = 0; round < 1000 && !c->stop && !c->pending_error; round++)
 	{
 		ehi_step	st;
+		drive_next	next;
 
-		if (c->link.conn.state == EHI_CONN_NONE)
-		{
-			if (ehi_now_ms() < c->link.reconnect_at)
-				return;
-			ehi_start_connecting(c);
-			if (c->link.conn.state == EHI_CONN_NONE)
-				return;
-		}
+		if (connect_when_due(c) == DRIVE_STOP)
+			return;
 		st = ehi_conn_step(&c->link.conn);
 
 		/*
@@ -426,54 +495,10 @@ drive_connection(eh_client *c)
 		 */
 		if (c->link.conn.pg && st != EHI_STEP_RESULT)
 			ehi_drain_notifications(c);
-		switch (st)
-		{
-			case EHI_STEP_FAILED:
-				ehi_set_error(c, "%s", c->link.conn.error);
-				snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", c->link.conn.sqlstate);
-				ehi_connection_lost(c, c->errmsg);
-				/* A refusal that retrying cannot fix is the caller's to see. */
-				if (!ehi_sqlstate_retryable(c->sqlstate))
-					c->pending_error = EH_ERR_CONNECTION;
-				return;
-			case EHI_STEP_CONNECTED:
-				/* A first query: the connection works only if it answers. */
-				if (ehi_send(c, OP_HELLO, NULL, HELLO_SQL, 0, NULL) != 0)
-					return;
-				continue;
-			case EHI_STEP_RESULT:
-				{
-					op_kind		op = c->link.op;
-					eh_sub	   *sub = c->link.op_sub;
-
-					c->link.op = OP_NONE;
-					c->link.op_sub = NULL;
-					dispatch(c, op, sub, ehi_conn_take_result(&c->link.conn));
-					if (c->link.conn.pg)
-						ehi_drain_notifications(c);
-					continue;
-				}
-			case EHI_STEP_NOTHING:
-				break;
-		}
-		if (c->link.conn.state == EHI_CONN_CONNECTING || c->link.conn.state == EHI_CONN_BUSY)
-			return;
-		/* Idle. */
-		if (c->listen.promoted && !ehi_snapshot_open(c))
-		{
-			c->listen.promoted = 0;
-			if (c->listen.mode == LISTEN_OFF)
-				choose_listening(c, 0);
-			continue;
-		}
-		drive_probe(c);
-		if (c->link.conn.state != EHI_CONN_IDLE || c->listen.mode == LISTEN_PROBING)
-		{
-			if (c->link.conn.state == EHI_CONN_BUSY)
-				continue;
-			return;
-		}
-		if (next_query(c) <= 0)
+		next = after_step(c, st);
+		if (next == DRIVE_ON)
+			next = drive_idle(c);
+		if (next == DRIVE_STOP)
 			return;
 	}
 }

@@ -83,6 +83,28 @@ ehi_forget_sub(eh_client *c, eh_sub *s)
 	ehi_snapshot_cancel(c, s);
 }
 
+/*
+ * eh_subscribe_at() of an organization followed through eh_subscribe_all():
+ * the subscription becomes explicit and restarts at cursor and version
+ * (the stored cursor wins over the automatic one).
+ */
+void
+ehi_take_over_sub(eh_client *c, eh_sub *s, int64_t cursor, const char *version)
+{
+	ehi_forget_sub(c, s);		/* a query out for it answers the old cursor */
+	ehi_stats_sub_ended(c, s);
+	s->automatic = 0;
+	ehi_stats_sub_started(c, s);
+	s->cursor = cursor;
+	s->needs_fetch = 0;
+	s->resync_reason = 0;
+	s->wants_snapshot = 0;
+	s->snapshot_reason = 0;
+	s->no_snapshot = 0;
+	ehi_versions_reset(&s->seen);
+	ehi_set_version(s, version);
+}
+
 /* Removes an explicit subscription. */
 void
 ehi_remove_sub(eh_client *c, eh_sub *s)
