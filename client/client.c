@@ -87,15 +87,10 @@ eh_client_free(eh_client *c)
 int
 eh_ack(eh_client *c, const char *org, int64_t revision)
 {
-	eh_sub	   *s = (c && org) ? ehi_find_sub(c, org) : NULL;
+	eh_sub	   *s = c ? ehi_subscribed(c, org) : NULL;
 
-	if (!c)
-		return EH_ERR_ARGUMENT;
 	if (!s)
-	{
-		ehi_set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
 		return EH_ERR_ARGUMENT;
-	}
 	if (revision < 0 || revision > s->cursor)
 	{
 		ehi_set_error(c, "cannot acknowledge revision %lld of \"%s\": delivered up to %lld",

@@ -14,7 +14,7 @@
  * skipped and nothing is delivered twice, whatever the hints do.
  *
  * A resync (ZE001/2/3, or a head that contradicts the cursor) calls the
- * resync callback at the head; with a snapshot callback it asks snapshot.c
+ * resync callback at the head; with a snapshot callback it asks snapshot_pages.c
  * for a snapshot instead, and so does EH_FROM_SNAPSHOT.
  *
  * One query is out at a time; session.c chooses it, asking here for the

@@ -451,6 +451,7 @@ PGresult   *ehi_sealed_rows(const char *org, const ehi_sealed *ev);
 
 /* subscriptions.c */
 eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
+eh_sub	   *ehi_subscribed(eh_client *c, const char *org);
 eh_sub	   *ehi_sub_by_token(const eh_client *c, const char *token);
 eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
 void		ehi_set_token(eh_client *c, eh_sub *s, const char *token);

@@ -296,13 +296,14 @@ set_sealed_row(PGresult *res, int row, const char *org, const ehi_sealed *ev, co
 		set_text(res, row, COL_END, e->ends ? "t" : "f") && set_text(res, row, COL_HEAD, head);
 }
 
+/* The columns of a notification's events laid out as a fetch's rows. */
+#define SEALED_COLUMNS (COL_HEAD + 1)
+
 /*
  * The events a notification carried (sealed.c) as the rows of a fetch of
  * organization org (COL_ORG to COL_HEAD), the head being the last event's
  * revision: a PGresult the caller clears, or NULL when out of memory.
  */
-#define SEALED_COLUMNS (COL_HEAD + 1)
-
 PGresult *
 ehi_sealed_rows(const char *org, const ehi_sealed *ev)
 {

@@ -4,7 +4,7 @@
  * out whether notifications reach it, which query goes next, dispatching
  * the answers, the publish out, and what the caller waits for and how long.
  *
- * While a snapshot's transaction is open (snapshot.c), its queries are the
+ * While a snapshot's transaction is open (snapshot_pages.c), its queries are the
  * only ones: a publish and a heartbeat wait for its COMMIT (READ ONLY would
  * refuse them), and the connection does not count as idle for the LISTEN
  * probe (a session in a transaction gets no notifications).

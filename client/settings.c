@@ -229,14 +229,9 @@ eh_set_heartbeat_interval(eh_client *c, int interval_ms)
 int
 eh_set_config_hash(eh_client *c, const char *org, const char *config_hash)
 {
-	eh_sub	   *s = (c && org) ? ehi_find_sub(c, org) : NULL;
+	eh_sub	   *s = c ? ehi_subscribed(c, org) : NULL;
 
-	if (!c)
-		return EH_ERR_ARGUMENT;
 	if (!s)
-	{
-		ehi_set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
 		return EH_ERR_ARGUMENT;
-	}
 	return replace_string(c, &s->config_hash, config_hash);
 }

@@ -23,13 +23,13 @@
  * one transaction, but the server says so) and a lost connection give the
  * callback ABORT and start the snapshot over; ZE004 (the organization's
  * state is incomplete, which no retry fixes) goes to the resync callback
- * when there is one (delivery.c reads the head and calls it), and is
+ * when there is one (resync.c reads the head and calls it), and is
  * retried with backoff otherwise; any other refusal is retried with
  * backoff.  A subscription that goes away meanwhile gets no callback: its
  * transaction is rolled back.
  *
- * Below delivery.c, which asks for a snapshot (on EH_FROM_SNAPSHOT and on
- * a resync) by setting a subscription's wants_snapshot.
+ * Below the delivery files, which ask for a snapshot (on EH_FROM_SNAPSHOT
+ * and on a resync) by setting a subscription's wants_snapshot.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,7 +266,7 @@ snapshot_failed(eh_client *c, PGresult *res)
 	abort_snapshot(c, state ? state : "refused");
 	if (s && state && strcmp(state, "ZE004") == 0 && c->cb.resync)
 	{
-		/* delivery.c reads the head and calls the resync callback */
+		/* resync.c reads the head and calls the resync callback */
 		s->wants_snapshot = 0;
 		s->no_snapshot = 1;
 		s->resync_reason = s->snapshot_reason ? s->snapshot_reason : EH_RESYNC_HISTORY_REMOVED;

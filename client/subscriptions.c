@@ -44,6 +44,17 @@ ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, 
 	return s;
 }
 
+/* The subscription to org (NULL allowed), or NULL with the error set. */
+eh_sub *
+ehi_subscribed(eh_client *c, const char *org)
+{
+	eh_sub	   *s = org ? ehi_find_sub(c, org) : NULL;
+
+	if (!s)
+		ehi_set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
+	return s;
+}
+
 /* The subscription of a notification's token, or NULL. */
 eh_sub *
 ehi_sub_by_token(const eh_client *c, const char *token)
