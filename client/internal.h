@@ -11,8 +11,13 @@
  * everyone's.  check_layers.sh proves both, the calls from the object
  * files with nm and the includes from the sources, in `make check`; it
  * reads these lines.  The state each file owns is named beside it (and
- * marked with its owner in struct eh_client below); other files reach it
- * through the owner's functions.
+ * marked with its owner in struct eh_client below), and other files reach
+ * it through the owner's functions, except: the settings and callbacks
+ * (cfg, cb), read by every file; the link's fields, which the files above
+ * link.c set for the query they send (the keys' fields are keys.c's); the
+ * LISTEN state (listen), which keys.c, notifications.c and state_poll.c
+ * read; and a subscription's record (eh_sub), shared by the delivery files
+ * from rows.c up (its list is subscriptions.c's alone).
  *
  *	  layer: json.c		 the notification payload, JSON quoting
  *	  layer: sealed.c	 the events a notification carries: opening and
