@@ -78,258 +78,19 @@ eh_client_free(eh_client *c)
 	ehi_free_replica(c);
 	ehi_snapshot_free(c);
 	ehi_free_subs(c);
+	ehi_discovery_free(c);
 	ehi_publish_clear(c);
 	free(c->conninfo);
 	free(c);
 }
 
-/* ------------------------------------------------------------- settings */
-
-int
-eh_set_event_callback(eh_client *c, eh_event_cb cb, void *arg)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	c->cb.event = cb;
-	c->cb.event_arg = arg;
-	return EH_OK;
-}
-
-int
-eh_set_resync_callback(eh_client *c, eh_resync_cb cb, void *arg)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	c->cb.resync = cb;
-	c->cb.resync_arg = arg;
-	return EH_OK;
-}
-
-int
-eh_set_transaction_callback(eh_client *c, eh_transaction_cb cb, void *arg)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	c->cb.transaction = cb;
-	c->cb.transaction_arg = arg;
-	return EH_OK;
-}
-
-int
-eh_set_snapshot_callback(eh_client *c, eh_snapshot_cb cb, void *arg)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	c->cb.snapshot = cb;
-	c->cb.snapshot_arg = arg;
-	return EH_OK;
-}
-
-int
-eh_set_log_callback(eh_client *c, eh_log_cb cb, void *arg)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	c->cb.log = cb;
-	c->cb.log_arg = arg;
-	return EH_OK;
-}
-
-/*
- * Sets *field to value if it is at least min; otherwise sets the error
- * naming what.  The integer setters are this.
- */
-static int
-set_min(eh_client *c, int *field, const char *what, int value, int min, const char *unit)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (value < min)
-	{
-		ehi_set_error(c, "%s must be at least %d%s, not %d", what, min, unit, value);
-		return EH_ERR_ARGUMENT;
-	}
-	*field = value;
-	return EH_OK;
-}
-
-/* Refuses a setting that must come before the first connection. */
-static int
-before_connecting(eh_client *c, const char *what)
-{
-	if (c->link.conn.state == EHI_CONN_NONE && !c->link.ever_connected)
-		return EH_OK;
-	ehi_set_error(c, "%s must be called before connecting", what);
-	return EH_ERR_ARGUMENT;
-}
-
-int
-eh_set_poll_interval(eh_client *c, int interval_ms)
-{
-	int			rc = set_min(c, c ? &c->cfg.poll_interval_ms : NULL, "poll interval", interval_ms, 10, " ms");
-
-	if (rc == EH_OK)
-		ehi_schedule_poll(c);
-	return rc;
-}
-
-int
-eh_set_fallback_poll_interval(eh_client *c, int interval_ms)
-{
-	return set_min(c, c ? &c->cfg.fallback_poll_interval_ms : NULL, "fallback poll interval", interval_ms, 10, " ms");
-}
-
-int
-eh_set_listen(eh_client *c, int enabled)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (before_connecting(c, "eh_set_listen") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	c->cfg.listen_enabled = enabled != 0;
-	return EH_OK;
-}
-
-int
-eh_set_batch_size(eh_client *c, int max_events)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (max_events < 1 || max_events > 100000)
-	{
-		ehi_set_error(c, "batch size must be between 1 and 100000, not %d", max_events);
-		return EH_ERR_ARGUMENT;
-	}
-	c->cfg.batch_size = max_events;
-	return EH_OK;
-}
-
-int
-eh_set_batch_bytes(eh_client *c, int max_bytes)
-{
-	return set_min(c, c ? &c->cfg.batch_bytes : NULL, "batch bytes", max_bytes, 1, "");
-}
-
-int
-eh_set_query_timeout(eh_client *c, int timeout_ms)
-{
-	return set_min(c, c ? &c->cfg.query_timeout_ms : NULL, "query timeout", timeout_ms, 100, " ms");
-}
-
-int
-eh_set_close_timeout(eh_client *c, int timeout_ms)
-{
-	return set_min(c, c ? &c->cfg.close_timeout_ms : NULL, "close timeout", timeout_ms, 0, " ms");
-}
-
-int
-eh_set_reconnect_backoff(eh_client *c, int initial_ms, int max_ms)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (initial_ms < 1 || max_ms < initial_ms || max_ms > 3600000)
-	{
-		ehi_set_error(c, "reconnect backoff needs 1 <= initial (%d) <= max (%d) <= 3600000", initial_ms, max_ms);
-		return EH_ERR_ARGUMENT;
-	}
-	c->cfg.backoff_initial_ms = initial_ms;
-	c->cfg.backoff_max_ms = max_ms;
-	c->link.backoff_ms = initial_ms;
-	return EH_OK;
-}
-
-/* Replaces *field with a copy of value (NULL allowed). */
-static int
-replace_string(eh_client *c, char **field, const char *value)
-{
-	char	   *copy = NULL;
-
-	if (value && !(copy = strdup(value)))
-	{
-		ehi_set_error(c, "out of memory");
-		return EH_ERR_MEMORY;
-	}
-	free(*field);
-	*field = copy;
-	return EH_OK;
-}
-
-/* Checks an organization or replica id as the server would. */
-static int
-check_id(eh_client *c, const char *what, const char *id)
-{
-	if (!id || !id[0])
-	{
-		ehi_set_error(c, "%s must not be empty", what);
-		return EH_ERR_ARGUMENT;
-	}
-	if (strlen(id) > EH_MAX_ID_BYTES)
-	{
-		ehi_set_error(c, "%s is too long: %zu bytes, the limit is %d", what, strlen(id), EH_MAX_ID_BYTES);
-		return EH_ERR_ARGUMENT;
-	}
-	return EH_OK;
-}
-
-int
-eh_set_replica(eh_client *c, const char *replica_id, const char *labels_json, const char *version)
-{
-	int			rc;
-
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (check_id(c, "replica id", replica_id) != EH_OK || before_connecting(c, "eh_set_replica") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	if ((rc = replace_string(c, &c->replica.id, replica_id)) != EH_OK ||
-		(rc = replace_string(c, &c->replica.labels, labels_json)) != EH_OK ||
-		(rc = replace_string(c, &c->replica.version, version)) != EH_OK)
-		return rc;
-	return EH_OK;
-}
-
-int
-eh_set_heartbeat_conninfo(eh_client *c, const char *conninfo)
-{
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (before_connecting(c, "eh_set_heartbeat_conninfo") != EH_OK)
-		return EH_ERR_ARGUMENT;
-	return replace_string(c, &c->replica.conninfo, conninfo);
-}
-
-int
-eh_set_heartbeat_interval(eh_client *c, int interval_ms)
-{
-	return set_min(c, c ? &c->replica.interval_ms : NULL, "heartbeat interval", interval_ms, 100, " ms");
-}
-
-int
-eh_set_config_hash(eh_client *c, const char *org, const char *config_hash)
-{
-	eh_sub	   *s = (c && org) ? ehi_find_sub(c, org) : NULL;
-
-	if (!c)
-		return EH_ERR_ARGUMENT;
-	if (!s)
-	{
-		ehi_set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
-		return EH_ERR_ARGUMENT;
-	}
-	return replace_string(c, &s->config_hash, config_hash);
-}
-
 int
 eh_ack(eh_client *c, const char *org, int64_t revision)
 {
-	eh_sub	   *s = (c && org) ? ehi_find_sub(c, org) : NULL;
+	eh_sub	   *s = c ? ehi_subscribed(c, org) : NULL;
 
-	if (!c)
-		return EH_ERR_ARGUMENT;
 	if (!s)
-	{
-		ehi_set_error(c, "not subscribed to organization \"%s\"", org ? org : "(null)");
 		return EH_ERR_ARGUMENT;
-	}
 	if (revision < 0 || revision > s->cursor)
 	{
 		ehi_set_error(c, "cannot acknowledge revision %lld of \"%s\": delivered up to %lld",
@@ -370,20 +131,20 @@ canonical_uuid(const char *str, char out[EH_VERSION_ID_LEN + 1])
 	return 1;
 }
 
-int
-eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const char *after_version)
+/*
+ * eh_subscribe_at()'s arguments, checked (error set); version gets
+ * after_version in canonical form ("" without one).
+ */
+static int
+check_subscribe_args(eh_client *c, const char *org, int64_t after_revision,
+					 const char *after_version, char version[EH_VERSION_ID_LEN + 1])
 {
-	char		version[EH_VERSION_ID_LEN + 1] = "";
-	eh_sub	   *s;
-
-	if (!c)
-		return EH_ERR_ARGUMENT;
 	if (c->in_callback)
 	{
 		ehi_set_error(c, "eh_subscribe cannot be called from a callback");
 		return EH_ERR_ARGUMENT;
 	}
-	if (check_id(c, "organization id", org) != EH_OK)
+	if (ehi_check_id(c, "organization id", org) != EH_OK)
 		return EH_ERR_ARGUMENT;
 	if (after_revision < EH_FROM_SNAPSHOT)
 	{
@@ -403,6 +164,20 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 					  "after_version must be a UUID, not \"%s\"", after_version);
 		return EH_ERR_ARGUMENT;
 	}
+	return EH_OK;
+}
+
+int
+eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const char *after_version)
+{
+	char		version[EH_VERSION_ID_LEN + 1] = "";
+	int64_t		cursor = after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision;
+	eh_sub	   *s;
+
+	if (!c)
+		return EH_ERR_ARGUMENT;
+	if (check_subscribe_args(c, org, after_revision, after_version, version) != EH_OK)
+		return EH_ERR_ARGUMENT;
 	s = ehi_find_sub(c, org);
 	if (s && !s->automatic)
 	{
@@ -410,28 +185,10 @@ eh_subscribe_at(eh_client *c, const char *org, int64_t after_revision, const cha
 		return EH_ERR_ARGUMENT;
 	}
 	if (s)
-	{
-		/* Followed through eh_subscribe_all(): the stored cursor wins. */
-		ehi_forget_sub(c, s);	/* a query out for it answers the old cursor */
-		ehi_metrics_sub_ended(c, s);
-		s->automatic = 0;
-		ehi_metrics_sub_started(c, s);
-		s->cursor = after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision;
-		s->needs_fetch = 0;
-		s->resync_reason = 0;
-		s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
-		s->snapshot_reason = 0;
-		s->no_snapshot = 0;
-		ehi_versions_reset(&s->seen);
-		snprintf(s->version, sizeof(s->version), "%s", version);
-		if (version[0])
-			ehi_versions_delivered(&s->seen, version);
-	}
-	else if (!(s = ehi_add_sub(c, org, after_revision == EH_FROM_SNAPSHOT ? EH_FROM_HEAD : after_revision,
-							   version, 0)))
+		ehi_take_over_sub(c, s, cursor, version);	/* followed through eh_subscribe_all() */
+	else if (!(s = ehi_add_sub(c, org, cursor, version, 0)))
 		return EH_ERR_MEMORY;
-	else
-		s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
+	s->wants_snapshot = after_revision == EH_FROM_SNAPSHOT;
 	c->link.next_poll_at = 0;
 	return EH_OK;
 }
@@ -463,15 +220,12 @@ eh_subscribe_all(eh_client *c, int64_t from)
 		ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
 		return EH_ERR_ARGUMENT;
 	}
-	if (c->all.on)
+	if (ehi_discovery_start(c, from) != 0)
 	{
 		ehi_set_error(c, "already following every organization");
 		return EH_ERR_ARGUMENT;
 	}
-	c->all.on = 1;
-	c->all.from = from;
-	c->all.discovered = 0;
-	c->all.fresh_at = ehi_now_ms();	/* "*" counts its freshness from now */
+	ehi_stats_follow_all(c);
 	c->link.next_poll_at = 0;
 	return EH_OK;
 }
@@ -690,8 +444,8 @@ eh_publish_send(eh_client *c, const char *org, const char *event_type, const cha
 		ehi_set_error(c, "eh_publish needs organization_id, event_type, action, entity_id and event_data");
 		return EH_ERR_ARGUMENT;
 	}
-	if (check_id(c, "organization id", org) != EH_OK ||
-		(correlation_id && check_id(c, "correlation id", correlation_id) != EH_OK))
+	if (ehi_check_id(c, "organization id", org) != EH_OK ||
+		(correlation_id && ehi_check_id(c, "correlation id", correlation_id) != EH_OK))
 		return EH_ERR_ARGUMENT;
 	for (int i = 0; i < EHI_PUBLISH_NPARAMS; i++)
 	{
@@ -813,4 +567,12 @@ int
 eh_is_listening(const eh_client *c)
 {
 	return c && c->listen.mode == LISTEN_ON && eh_is_connected(c);
+}
+
+int
+eh_render_metrics(const eh_client *c, char *buf, size_t len)
+{
+	if (!c || (!buf && len > 0))
+		return -1;
+	return ehi_stats_render(c, ehi_sub_walk_next, buf, len);
 }

@@ -133,6 +133,99 @@ ehi_conn_wants(const ehi_conn *ac)
 	}
 }
 
+/* An attempt under way: what PQconnectPoll says, or its deadline passing. */
+static ehi_step
+step_connecting(ehi_conn *ac, int64_t now)
+{
+	while (socket_ready(PQsocket(ac->pg), ehi_conn_wants(ac)))
+	{
+		ac->polling = PQconnectPoll(ac->pg);
+		if (ac->polling == PGRES_POLLING_FAILED)
+		{
+			connect_sqlstate(ac);
+			return conn_fail(ac, "could not connect");
+		}
+		if (ac->polling == PGRES_POLLING_OK)
+		{
+			PQsetErrorVerbosity(ac->pg, PQERRORS_DEFAULT);
+			if (PQsetnonblocking(ac->pg, 1) != 0)
+				return conn_fail(ac, "could not connect");
+			ac->state = EHI_CONN_IDLE;
+			return EHI_STEP_CONNECTED;
+		}
+	}
+	if (now >= ac->deadline)
+	{
+		ehi_conn_close(ac);
+		snprintf(ac->error, sizeof(ac->error), "could not connect: no answer in time");
+		return EHI_STEP_FAILED;
+	}
+	return EHI_STEP_NOTHING;
+}
+
+/*
+ * Takes the results libpq has read without waiting, keeping the first
+ * failure or else the last; returns 1 when the query finished.
+ */
+static int
+take_results(ehi_conn *ac)
+{
+	while (!ac->flushing && !PQisBusy(ac->pg))
+	{
+		PGresult   *res = PQgetResult(ac->pg);
+
+		if (res == NULL)
+			return 1;
+		if (ac->result && PQresultStatus(ac->result) != PGRES_COMMAND_OK &&
+			PQresultStatus(ac->result) != PGRES_TUPLES_OK)
+			PQclear(res);
+		else
+		{
+			if (ac->result)
+				PQclear(ac->result);
+			ac->result = res;
+		}
+	}
+	return 0;
+}
+
+/* A connection up: sending what is left, reading, the query's answer or deadline. */
+static ehi_step
+step_open(ehi_conn *ac, int64_t now)
+{
+	if (ac->flushing)
+	{
+		int			f = PQflush(ac->pg);
+
+		if (f < 0)
+			return conn_fail(ac, "connection lost");
+		ac->flushing = f;
+	}
+	if (!PQconsumeInput(ac->pg))
+		return conn_fail(ac, "connection lost");
+	if (ac->state == EHI_CONN_IDLE)
+	{
+		/* Not a query's: a server that is going away says so unasked. */
+		if (PQstatus(ac->pg) != CONNECTION_OK)
+			return conn_fail(ac, "connection lost");
+		return EHI_STEP_NOTHING;
+	}
+	if (take_results(ac))
+	{
+		ac->state = EHI_CONN_IDLE;
+		return EHI_STEP_RESULT;
+	}
+	if (PQstatus(ac->pg) != CONNECTION_OK)
+		return conn_fail(ac, "connection lost");
+	if (now >= ac->deadline)
+	{
+		ehi_conn_close(ac);
+		snprintf(ac->error, sizeof(ac->error), "the server did not answer in time");
+		return EHI_STEP_FAILED;
+	}
+	return EHI_STEP_NOTHING;
+}
+
 ehi_step
 ehi_conn_step(ehi_conn *ac)
 {
@@ -142,81 +235,11 @@ ehi_conn_step(ehi_conn *ac)
 	{
 		case EHI_CONN_NONE:
 			return EHI_STEP_NOTHING;
-
 		case EHI_CONN_CONNECTING:
-			while (socket_ready(PQsocket(ac->pg), ehi_conn_wants(ac)))
-			{
-				ac->polling = PQconnectPoll(ac->pg);
-				if (ac->polling == PGRES_POLLING_FAILED)
-				{
-					connect_sqlstate(ac);
-					return conn_fail(ac, "could not connect");
-				}
-				if (ac->polling == PGRES_POLLING_OK)
-				{
-					PQsetErrorVerbosity(ac->pg, PQERRORS_DEFAULT);
-					if (PQsetnonblocking(ac->pg, 1) != 0)
-						return conn_fail(ac, "could not connect");
-					ac->state = EHI_CONN_IDLE;
-					return EHI_STEP_CONNECTED;
-				}
-			}
-			if (now >= ac->deadline)
-			{
-				ehi_conn_close(ac);
-				snprintf(ac->error, sizeof(ac->error), "could not connect: no answer in time");
-				return EHI_STEP_FAILED;
-			}
-			return EHI_STEP_NOTHING;
-
+			return step_connecting(ac, now);
 		case EHI_CONN_IDLE:
 		case EHI_CONN_BUSY:
-			if (ac->flushing)
-			{
-				int			f = PQflush(ac->pg);
-
-				if (f < 0)
-					return conn_fail(ac, "connection lost");
-				ac->flushing = f;
-			}
-			if (!PQconsumeInput(ac->pg))
-				return conn_fail(ac, "connection lost");
-			if (ac->state == EHI_CONN_IDLE)
-			{
-				/* Not a query's: a server that is going away says so unasked. */
-				if (PQstatus(ac->pg) != CONNECTION_OK)
-					return conn_fail(ac, "connection lost");
-				return EHI_STEP_NOTHING;
-			}
-			while (!ac->flushing && !PQisBusy(ac->pg))
-			{
-				PGresult   *res = PQgetResult(ac->pg);
-
-				if (res == NULL)
-				{
-					ac->state = EHI_CONN_IDLE;
-					return EHI_STEP_RESULT;
-				}
-				/* Keep the first failure, or else the last result. */
-				if (ac->result && PQresultStatus(ac->result) != PGRES_COMMAND_OK &&
-					PQresultStatus(ac->result) != PGRES_TUPLES_OK)
-					PQclear(res);
-				else
-				{
-					if (ac->result)
-						PQclear(ac->result);
-					ac->result = res;
-				}
-			}
-			if (PQstatus(ac->pg) != CONNECTION_OK)
-				return conn_fail(ac, "connection lost");
-			if (now >= ac->deadline)
-			{
-				ehi_conn_close(ac);
-				snprintf(ac->error, sizeof(ac->error), "the server did not answer in time");
-				return EHI_STEP_FAILED;
-			}
-			return EHI_STEP_NOTHING;
+			return step_open(ac, now);
 	}
 	return EHI_STEP_NOTHING;
 }

@@ -5,35 +5,61 @@
  * The library's files are layers, bottom first.  A file calls functions of
  * the files listed before it, never of one after it: the utilities know
  * nothing of connections, the transport nothing of what the client asks,
- * and only client.c is the public API (check_layers.sh proves the order
- * from the object files with nm, in `make check`; it reads these lines):
+ * and only settings.c and client.c are the public API.  A file includes
+ * only headers of its own layer or below: foo.h is foo.c's, this one
+ * util.c's (the files below util.c never see the handle), eventhub.h
+ * everyone's.  check_layers.sh proves both, the calls from the object
+ * files with nm and the includes from the sources, in `make check`; it
+ * reads these lines.  The state each file owns is named beside it (and
+ * marked with its owner in struct eh_client below), and other files reach
+ * it through the owner's functions, except: the settings and callbacks
+ * (cfg, cb), read by every file; the link's fields, which the files above
+ * link.c set for the query they send (the keys' fields are keys.c's); the
+ * LISTEN state (listen), which keys.c, notifications.c and state_poll.c
+ * read; and a subscription's record (eh_sub), shared by the delivery files
+ * from rows.c up (its list is subscriptions.c's alone).
  *
- *	  layer: util.c		 the clock, jitter, the handle's error, the log callback,
- *						 the names of the public enums
  *	  layer: json.c		 the notification payload, JSON quoting
- *	  layer: sealed.c	 the events a notification carries: opening them and
- *						 laying them out as a fetch's rows
+ *	  layer: sealed.c	 the events a notification carries: opening and
+ *						 decoding them (ehi_sealed)
  *	  layer: strbuf.c	 a string builder
  *	  layer: map.c		 a hash map
  *	  layer: versions.c	 the memory of delivered and notified versions
+ *	  layer: util.c		 the clock, jitter, the handle's error, the log callback,
+ *						 the names of the public enums; the first to see the
+ *						 handle (this header is util.c's layer)
  *	  layer: conn.c		 one connection without waiting: connecting, a query,
  *						 its answer, deadlines (the transport)
- *	  layer: link.c		 the client's connection: sending a query for an
- *						 operation, losing it, reconnect and error backoffs,
+ *	  layer: link.c		 the client's connection (link): sending a query for
+ *						 an operation, losing it, reconnect and error backoffs,
  *						 when the next poll is due
- *	  layer: metrics.c	 the client's metrics: what deliveries and snapshots
+ *	  layer: stats.c	 the client's metrics: what deliveries and snapshots
  *						 record of each subscription (ready, fresh, resyncs),
  *						 and their text exposition
- *	  layer: snapshot.c	 a snapshot's transaction and its pages: the queries
- *						 that read it, the snapshot callback, its abort
- *	  layer: delivery.c	 subscriptions; what the client asks the server for
- *						 them (polls, discovery, tokens, fetches, heads) and
- *						 does with the answers; notifications; resyncs
- *	  layer: registry.c	 the replica registry: heartbeats, deregistration
- *	  layer: session.c	 the session: the drive loop, the first query, the
- *						 LISTEN probe, which query goes next, dispatching the
- *						 answers, the publish out, what to wait for and how long
- *	  layer: client.c	 the public calls of eventhub.h
+ *	  layer: snapshot_pages.c	a snapshot's transaction and its pages (snap):
+ *						 the queries that read it, the snapshot callback, its abort
+ *	  layer: rows.c		 handing a fetch's rows to the callbacks, the rest of
+ *						 a stopped batch (held); a notification's events as rows
+ *	  layer: subscriptions.c	the subscriptions (subs, by_org, by_token,
+ *						 fetch_next): adding, removing, tokens, the round robin
+ *	  layer: resync.c	 a subscription against its head; resyncs; the head query
+ *	  layer: state_poll.c	the poll of the subscriptions' heads and tokens
+ *	  layer: discovery.c	eh_subscribe_all() (all): discovery, the tokens of
+ *						 the organizations found, unknown tokens
+ *	  layer: fetch.c	 fetching events (transactions_since; events_since on
+ *						 an old server), the fetch's errors
+ *	  layer: keys.c		 data keys and the notifier's pid
+ *	  layer: notifications.c	draining notifications; delivering the events
+ *						 they carry
+ *	  layer: delivery.c	 which delivery query goes next; whose answer is whose
+ *	  layer: registry.c	 the replica registry (replica): heartbeats,
+ *						 deregistration
+ *	  layer: session.c	 the session (listen, publish): the drive loop, the
+ *						 first query, the LISTEN probe, which query goes next,
+ *						 dispatching the answers, the publish out, what to
+ *						 wait for and how long
+ *	  layer: settings.c	 the eh_set_* calls (cfg, cb)
+ *	  layer: client.c	 the other public calls of eventhub.h
  */
 #ifndef EVENTHUB_INTERNAL_H
 #define EVENTHUB_INTERNAL_H
@@ -45,220 +71,37 @@
 
 #include "eventhub.h"
 
-#define EH_VERSION_ID_LEN 36
-#define EH_TOKEN_LEN 32
-
-/* ------------------------------------------------------------- json.c */
-
-/*
- * Parses a notification payload of channel eventhub:
- *	  {"notification_token": "<32 hex digits>", "version_id": "<uuid>"
- *	   [, "events": "<base64>"]}
- * Keys may come in any order and unknown scalar keys are skipped, so that
- * the server may add some.  With sealed not NULL, *sealed is the "events"
- * string (malloc'd; the caller frees it) or NULL.  Returns 0 on success,
- * -1 for anything malformed.
- */
-int			ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
-							  char version_id[EH_VERSION_ID_LEN + 1], char **sealed);
-
-/* ----------------------------------------------------------- sealed.c */
-
-#define EHI_DATA_KEY_BYTES 32
-
-/*
- * The columns of the fetch queries' rows (delivery.c), which the sealed
- * events are laid out as.
- */
-enum
-{
-	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
-	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
-};
-
-/* 2*n lower-case hex digits (dashes skipped) into n bytes; -1 if malformed. */
-int			ehi_hex_bytes(const char *hex, unsigned char *out, int n);
-
-/*
- * Readies OpenSSL's cipher ahead of the first notification: its first use
- * in a process takes milliseconds (loading the provider), which would
- * otherwise fall on the first event's delivery.
- */
-void		ehi_sealed_prepare(void);
-
-/*
- * Opens the "events" of a notification (base64 of nonce, AES-256-GCM
- * ciphertext and tag) under key, bound to the notification's token and
- * version, and lays them out as the rows of a fetch of organization org
- * (COL_ORG to COL_HEAD): a PGresult the caller clears; previous gets the
- * version_id of the event before the first ("" when the first is the
- * organization's first).  NULL when they do not open (another key,
- * altered, forged) or are malformed.
- */
-PGresult   *ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *org,
-							const char *token, const char *version_id, const char *sealed,
-							char previous[EH_VERSION_ID_LEN + 1]);
-
-/*
- * Returns str as a quoted JSON string (control characters as \u00XX; other
- * bytes, UTF-8 included, as they are).  malloc'd; NULL when out of memory.
- */
-char	   *ehi_json_quote(const char *str);
-
-/* ----------------------------------------------------------- strbuf.c */
-
-/* A growing string; oom is set, and appends stop, when memory runs out. */
-typedef struct ehi_strbuf
-{
-	char	   *data;			/* NUL-terminated once anything was appended */
-	size_t		len;
-	size_t		cap;
-	int			oom;
-	int			fixed;			/* over a caller's buffer (ehi_sb_init_fixed) */
-} ehi_strbuf;
-
-void		ehi_sb_append(ehi_strbuf *b, const char *str, size_t n);
-void		ehi_sb_puts(ehi_strbuf *b, const char *str);
-void		ehi_sb_printf(ehi_strbuf *b, const char *fmt,...) __attribute__((format(printf, 2, 3)));
-/* Appends str as a JSON string. */
-void		ehi_sb_json_string(ehi_strbuf *b, const char *str);
-/* Appends str as an element of a PostgreSQL array literal (quoted). */
-void		ehi_sb_array_element(ehi_strbuf *b, const char *str);
-/*
- * Appends str escaped as a Prometheus label value (\\, \", \n), or
- * with help set as a # HELP text (\\ and \n only).
- */
-void		ehi_sb_prometheus(ehi_strbuf *b, const char *str, int help);
-/*
- * A builder over the caller's buf of len bytes, with snprintf's
- * semantics: it keeps what fits, NUL-terminated, and counts in ->len the
- * length of everything appended.  Never allocates; not to be freed.
- */
-void		ehi_sb_init_fixed(ehi_strbuf *b, char *buf, size_t len);
-void		ehi_sb_free(ehi_strbuf *b);
-
-/* -------------------------------------------------------------- map.c */
-
-/*
- * A hash map from NUL-terminated strings to pointers.  Keys are not
- * copied: each must stay valid while it is in the map.
- */
-typedef struct ehi_map
-{
-	const char **keys;
-	void	  **values;
-	size_t		cap;			/* a power of two, or 0 */
-	size_t		count;
-	size_t		used;			/* count plus deleted slots */
-} ehi_map;
-
-void	   *ehi_map_get(const ehi_map *m, const char *key);
-/* Returns 0, or -1 when out of memory.  Replaces an existing key's value. */
-int			ehi_map_put(ehi_map *m, const char *key, void *value);
-void		ehi_map_remove(ehi_map *m, const char *key);
-void		ehi_map_free(ehi_map *m);
-
-/* --------------------------------------------------------- versions.c */
-
-/*
- * What a subscription remembers of its organization's versions, so that a
- * notification naming a version it already delivered costs no query.  A
- * notification that arrives while a fetch runs may name a version that
- * fetch returns, or one committed after its snapshot: it is kept as
- * pending until a delivered event names it.
- */
-#define EHI_RECENT_VERSIONS 8
-#define EHI_PENDING_VERSIONS 4
-
-typedef struct ehi_versions
-{
-	char		recent[EHI_RECENT_VERSIONS][EH_VERSION_ID_LEN + 1];
-	int			next;			/* the slot the next delivered version takes */
-	char		pending[EHI_PENDING_VERSIONS][EH_VERSION_ID_LEN + 1];
-	int			npending;		/* -1: more than EHI_PENDING_VERSIONS */
-} ehi_versions;
-
-/* Forgets everything: after a resync or a new subscription. */
-void		ehi_versions_reset(ehi_versions *v);
-
-/* The subscription is now at version (delivered, or loaded as the head). */
-void		ehi_versions_delivered(ehi_versions *v, const char *version);
-
-/*
- * A notification named version.  Returns 0 when it was delivered recently
- * (nothing to fetch), 1 otherwise, and then keeps it as pending.
- */
-int			ehi_versions_notified(ehi_versions *v, const char *version);
-
-/* Whether a notified version has not been delivered yet. */
-int			ehi_versions_pending(const ehi_versions *v);
-
-/*
- * Forgets the pending versions: a fetch that starts now sees every version
- * notified before it.
- */
-void		ehi_versions_clear_pending(ehi_versions *v);
-
-/* ------------------------------------------------------------- conn.c */
-
-/* One libpq connection driven without waiting. */
-typedef enum ehi_conn_state
-{
-	EHI_CONN_NONE,				/* no connection */
-	EHI_CONN_CONNECTING,
-	EHI_CONN_IDLE,
-	EHI_CONN_BUSY				/* a query is out */
-} ehi_conn_state;
-
-typedef struct ehi_conn
-{
-	PGconn	   *pg;
-	ehi_conn_state state;
-	PostgresPollingStatusType polling;	/* while connecting */
-	int			flushing;		/* PQflush has more to send */
-	int64_t		deadline;		/* of the attempt or of the query; monotonic ms */
-	PGresult   *result;			/* the query's first failed result, or its last */
-	char		error[512];		/* why the last attempt or query failed */
-	char		sqlstate[6];	/* its SQLSTATE, "" if the server gave none */
-} ehi_conn;
-
-/* What ehi_conn_step() found. */
-typedef enum ehi_step
-{
-	EHI_STEP_NOTHING,			/* nothing new */
-	EHI_STEP_CONNECTED,			/* the attempt succeeded: idle */
-	EHI_STEP_RESULT,			/* the query finished: its result is in ->result */
-	EHI_STEP_FAILED				/* the attempt failed or the connection broke (error) */
-} ehi_step;
-
-/* Starts connecting; EHI_STEP_FAILED at once if libpq refuses (error set). */
-ehi_step	ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms, const char *app_name);
-/* Makes what progress it can without waiting. */
-ehi_step	ehi_conn_step(ehi_conn *ac);
-/*
- * Sends a query (stmt_name NULL) or executes a prepared statement;
- * with prepare set, prepares sql as stmt_name instead.  nparams 0 and no
- * statement: the simple protocol (several statements allowed).  Returns 0,
- * or -1 when the connection broke (error set, state NONE).
- */
-int			ehi_conn_send(ehi_conn *ac, const char *sql, const char *stmt_name, int prepare,
-						  int nparams, const char *const *params, int timeout_ms);
-/* Takes the finished query's result (the caller PQclear()s it). */
-PGresult   *ehi_conn_take_result(ehi_conn *ac);
-/* poll()'s events (POLLIN, POLLOUT) for EH_WANT_* flags. */
-short		ehi_poll_events(int wants);
-/* EH_WANT_READ and/or EH_WANT_WRITE for the socket; 0 without one. */
-int			ehi_conn_wants(const ehi_conn *ac);
-void		ehi_conn_close(ehi_conn *ac);
-/* Whether the result says the connection itself failed (not a refused query). */
-int			ehi_result_breaks_connection(const ehi_conn *ac, const PGresult *res);
-/* Waits, on the socket, until the connection is idle or deadline passes (0). */
-int			ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline);
+#include "json.h"
+#include "sealed.h"
+#include "strbuf.h"
+#include "map.h"
+#include "versions.h"
+#include "conn.h"
 
 /* ----------------------------------------------------------- the client */
 
 /* eh_resync_reason's values, 1 to 3, index resync counts; 0 is unused. */
 #define EHI_RESYNC_REASONS 4
+
+/* stats.c: what the metrics keep of a subscription. */
+typedef struct ehi_sub_stats
+{
+	int			ready;			/* it applied a snapshot or reached the head once */
+	int64_t		fresh_at;		/* monotonic ms: the cursor last confirmed at the head
+								 * (when the query that said so was sent); at first,
+								 * when it was subscribed */
+	uint64_t	resyncs[EHI_RESYNC_REASONS];	/* by eh_resync_reason */
+} ehi_sub_stats;
+
+/* stats.c: the subscription "*" (eh_subscribe_all). */
+typedef struct ehi_all_stats
+{
+	int			on;				/* eh_subscribe_all() was called */
+	int			discovered;		/* a discovery answered since */
+	int64_t		fresh_at;		/* when the last discovery that answered was sent */
+	int64_t		unready;		/* automatic subscriptions not ready yet */
+	int			ready;			/* once discovered with every one ready; it stays */
+} ehi_all_stats;
 
 typedef struct eh_sub
 {
@@ -268,7 +111,7 @@ typedef struct eh_sub
 	char		token[EH_TOKEN_LEN + 1];	/* its notification token, "" unknown */
 	int			needs_fetch;	/* a newer revision is known to exist */
 	int			resync_reason;	/* a resync the server asked for: read the head */
-	int			wants_snapshot; /* a snapshot is due or under way (snapshot.c) */
+	int			wants_snapshot; /* a snapshot is due or under way (snapshot_pages.c) */
 	int			snapshot_reason;	/* its reason: 0 initial, else an eh_resync_reason */
 	int			no_snapshot;	/* the last snapshot was refused as incomplete (ZE004):
 								 * answer this resync with the resync callback */
@@ -280,12 +123,7 @@ typedef struct eh_sub
 	int			key_asked;		/* a keys query asked for it (for its current token) */
 	int64_t		acked;			/* eh_ack's revision; -1: report the cursor */
 	char	   *config_hash;	/* eh_set_config_hash's, or NULL */
-	/* metrics.c */
-	int			ready;			/* it applied a snapshot or reached the head once */
-	int64_t		fresh_at;		/* monotonic ms: the cursor last confirmed at the head
-								 * (when the query that said so was sent); at first,
-								 * when it was subscribed */
-	uint64_t	resyncs[EHI_RESYNC_REASONS];	/* by eh_resync_reason */
+	ehi_sub_stats stats;		/* stats.c */
 	struct eh_sub *next;
 } eh_sub;
 
@@ -387,7 +225,7 @@ typedef struct ehi_link
 								 * with events_since, as 0.3.0 did (until reconnecting) */
 	uint64_t	failures;		/* connection attempts failed and connections lost */
 	int64_t		op_sent_at;		/* monotonic ms: when the last query went out */
-	/* Notifications that carry their events (delivery.c) */
+	/* Notifications that carry their events (keys.c) */
 	int			events_channel; /* listening on eventhub_events (else eventhub) */
 	int			notifier_pid;	/* the server's notifier, as it said; 0: unknown */
 	int			keys_due;		/* data keys or the notifier's pid are to be read */
@@ -412,7 +250,7 @@ typedef struct ehi_listen
 	int64_t		probe_deadline; /* monotonic ms */
 } ehi_listen;
 
-/* delivery.c: eh_subscribe_all(). */
+/* discovery.c: eh_subscribe_all(). */
 #define EHI_UNKNOWN_TOKENS 64
 typedef struct ehi_follow_all
 {
@@ -425,13 +263,9 @@ typedef struct ehi_follow_all
 	int			refresh_tokens; /* an unknown token came: read every token again */
 	char		unknown[EHI_UNKNOWN_TOKENS][EH_TOKEN_LEN + 1];	/* tokens seen, not ours */
 	int			nunknown;
-	/* metrics.c: the subscription "*" */
-	int64_t		fresh_at;		/* when the last discovery that answered was sent */
-	int64_t		unready;		/* automatic subscriptions not ready yet */
-	int			ready;			/* once discovered with every one ready; it stays */
 } ehi_follow_all;
 
-/* delivery.c: the rest of a batch whose delivery a callback stopped. */
+/* rows.c: the rest of a batch whose delivery a callback stopped. */
 typedef struct ehi_held
 {
 	PGresult   *res;			/* NULL: none */
@@ -441,7 +275,7 @@ typedef struct ehi_held
 } ehi_held;
 
 /*
- * snapshot.c: the snapshot under way on the client's connection, one at a
+ * snapshot_pages.c: the snapshot under way on the client's connection, one at a
  * time.  Its transaction is open from BEGIN to COMMIT or ROLLBACK; nothing
  * else may use the connection meanwhile.
  */
@@ -505,24 +339,31 @@ typedef struct ehi_publish
 	char		sqlstate[6];
 } ehi_publish;
 
+/*
+ * The handle.  Each part is its owner's (the file named beside it); the
+ * ones without an owner are the session's and the public calls' (session.c,
+ * client.c).
+ */
 struct eh_client
 {
 	char	   *conninfo;
-	ehi_settings cfg;
-	ehi_callbacks cb;
-	ehi_link	link;
-	ehi_listen	listen;
+	ehi_settings cfg;			/* settings.c */
+	ehi_callbacks cb;			/* settings.c */
+	ehi_link	link;			/* link.c */
+	ehi_listen	listen;			/* session.c */
 
+	/* subscriptions.c */
 	eh_sub	   *subs;			/* in subscription order */
 	eh_sub	   *fetch_next;		/* where the round-robin of fetches goes on */
 	ehi_map		by_org;
 	ehi_map		by_token;
-	ehi_follow_all all;
-	ehi_held	held;
-	ehi_snapshot snap;
+	ehi_follow_all all;			/* discovery.c */
+	ehi_all_stats all_stats;	/* stats.c */
+	ehi_held	held;			/* rows.c */
+	ehi_snapshot snap;			/* snapshot_pages.c */
 
-	ehi_replica replica;
-	ehi_publish publish;
+	ehi_replica replica;		/* registry.c */
+	ehi_publish publish;		/* session.c */
 
 	/* The eh_process() call under way. */
 	int			stop;			/* the event callback asked to stop */
@@ -563,36 +404,116 @@ void		ehi_retry_later(eh_client *c);
 /* link.c: whether the connection is up and answered its first query */
 int			ehi_link_up(const eh_client *c);
 
-/* metrics.c */
-void		ehi_metrics_sub_started(eh_client *c, eh_sub *s);
-void		ehi_metrics_sub_ended(eh_client *c, eh_sub *s);
-void		ehi_metrics_at_head(eh_client *c, eh_sub *s, int64_t asked_at);
-void		ehi_metrics_discovered(eh_client *c, int64_t asked_at);
-void		ehi_metrics_resync(eh_sub *s, eh_resync_reason reason);
+/* stats.c */
+void		ehi_stats_sub_started(eh_client *c, eh_sub *s);
+void		ehi_stats_sub_ended(eh_client *c, eh_sub *s);
+void		ehi_stats_at_head(eh_client *c, eh_sub *s, int64_t asked_at);
+void		ehi_stats_discovered(eh_client *c, int64_t asked_at);
+void		ehi_stats_resync(eh_sub *s, eh_resync_reason reason);
+void		ehi_stats_follow_all(eh_client *c);
 
-/* snapshot.c */
+/*
+ * What the exposition sees of a subscription: walking them is
+ * subscriptions.c's (ehi_sub_walk_next, passed in by eh_render_metrics).
+ */
+typedef struct ehi_sub_view
+{
+	const char *org;
+	int			automatic;		/* added by eh_subscribe_all() */
+	int			has_applied;	/* it has a cursor (it does not wait for the head) */
+	int64_t		applied;		/* eh_ack's revision, else the cursor */
+	const ehi_sub_stats *stats;
+} ehi_sub_view;
+/* The subscription after after (the first for NULL) into *view; NULL after the last. */
+typedef const eh_sub *(*ehi_sub_walk) (const eh_client *c, const eh_sub *after, ehi_sub_view *view);
+int			ehi_stats_render(const eh_client *c, ehi_sub_walk walk, char *buf, size_t len);
+
+/* snapshot_pages.c */
 int			ehi_snapshot_open(const eh_client *c);
-int			ehi_snapshot_due(const eh_client *c);
-int			ehi_next_snapshot_query(eh_client *c);
+int			ehi_next_snapshot_query(eh_client *c, eh_sub *s);
 void		ehi_handle_snapshot(eh_client *c, op_kind op, PGresult *res);
 void		ehi_snapshot_check_link(eh_client *c);
 void		ehi_snapshot_cancel(eh_client *c, eh_sub *s);
 void		ehi_snapshot_rollback_now(eh_client *c, int64_t deadline);
 void		ehi_snapshot_free(eh_client *c);
 
-/* delivery.c */
+/*
+ * rows.c.  The columns of the fetch queries' rows (fetch.c), which a
+ * notification's events are laid out as (ehi_sealed_rows: COL_ORG to
+ * COL_HEAD).
+ */
+enum
+{
+	COL_ORG, COL_REVISION, COL_VERSION, COL_PTS, COL_OTS, COL_TYPE, COL_ACTION, COL_ENTITY,
+	COL_CORRELATION, COL_DATA, COL_LAG, COL_FIRST, COL_END, COL_HEAD, COL_UPTO
+};
+int			ehi_deliver_rows(eh_client *c, eh_sub *s, PGresult *res, int row, int64_t asked_at);
+int			ehi_deliver_held(eh_client *c);
+int			ehi_held_pending(const eh_client *c);
+void		ehi_drop_held(eh_client *c);
+void		ehi_drop_held_of(eh_client *c, const eh_sub *s);
+PGresult   *ehi_sealed_rows(const char *org, const ehi_sealed *ev);
+
+/* subscriptions.c */
 eh_sub	   *ehi_find_sub(const eh_client *c, const char *org);
-/* Data keys not known are to be asked for again (a reconnect, a failure). */
-void		ehi_keys_again(eh_client *c);
+eh_sub	   *ehi_subscribed(eh_client *c, const char *org);
+eh_sub	   *ehi_sub_by_token(const eh_client *c, const char *token);
 eh_sub	   *ehi_add_sub(eh_client *c, const char *org, int64_t cursor, const char *version, int automatic);
+void		ehi_set_token(eh_client *c, eh_sub *s, const char *token);
+void		ehi_set_version(eh_sub *s, const char *version);
 void		ehi_forget_sub(eh_client *c, eh_sub *s);
+void		ehi_take_over_sub(eh_client *c, eh_sub *s, int64_t cursor, const char *version);
 void		ehi_remove_sub(eh_client *c, eh_sub *s);
 void		ehi_free_subs(eh_client *c);
-int			ehi_next_catalog_query(eh_client *c);
+eh_sub	   *ehi_next_to_fetch(eh_client *c);
+eh_sub	   *ehi_sub_to_resync(const eh_client *c);
+int			ehi_subs_want_work(const eh_client *c);
+int			ehi_subs_lack_token(const eh_client *c);
+eh_sub	   *ehi_sub_next(const eh_client *c, const eh_sub *after);
+eh_sub	   *ehi_sub_wanting_snapshot(const eh_client *c);
+const eh_sub *ehi_sub_walk_next(const eh_client *c, const eh_sub *after, ehi_sub_view *view);
+
+/* resync.c */
+int			ehi_resync_by_snapshot(eh_client *c, eh_sub *s, eh_resync_reason reason);
+void		ehi_compare_head(eh_client *c, eh_sub *s, int64_t head, const char *head_version,
+							 const char *cursor_version);
+int			ehi_send_head(eh_client *c);
+void		ehi_handle_head(eh_client *c, eh_sub *s, PGresult *res);
+
+/* state_poll.c */
+void		ehi_check_promotion(eh_client *c, int in_recovery);
+int			ehi_send_state(eh_client *c);
+void		ehi_handle_state(eh_client *c, PGresult *res);
+
+/* discovery.c */
+void		ehi_discovery_asked(eh_client *c, int64_t now);
+int			ehi_send_discover(eh_client *c, int64_t now);
+void		ehi_handle_discover(eh_client *c, PGresult *res);
+int			ehi_tokens_pending(const eh_client *c);
+int			ehi_send_tokens(eh_client *c);
+void		ehi_handle_tokens(eh_client *c, PGresult *res);
+int			ehi_discovery_unknown_token(eh_client *c, const char *token);
+int			ehi_discovery_start(eh_client *c, int64_t from);
+void		ehi_discovery_free(eh_client *c);
+int64_t		ehi_discovery_due_at(const eh_client *c);
+
+/* fetch.c */
 int			ehi_next_fetch(eh_client *c);
-int			ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
-int			ehi_deliver_held(eh_client *c);
+int			ehi_handle_fetch(eh_client *c, eh_sub *s, PGresult *res);
+
+/* keys.c (ehi_keys_again: data keys not known are to be asked for again) */
+void		ehi_keys_again(eh_client *c);
+int			ehi_send_keys(eh_client *c, int64_t now);
+void		ehi_handle_keys(eh_client *c, PGresult *res);
+int			ehi_keys_from_notifier(eh_client *c, int pid);
+void		ehi_keys_notifier_restarted(eh_client *c);
+
+/* notifications.c */
 void		ehi_drain_notifications(eh_client *c);
+
+/* delivery.c */
+int			ehi_next_catalog_query(eh_client *c);
+int			ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
 int			ehi_work_pending(const eh_client *c);
 
 /* registry.c */
@@ -602,11 +523,18 @@ void		ehi_handle_heartbeat(eh_client *c, const ehi_conn *ac, PGresult *res);
 void		ehi_drive_heartbeat_conn(eh_client *c);
 void		ehi_deregister(eh_client *c);
 void		ehi_free_replica(eh_client *c);
+int			ehi_heartbeat_route(const eh_client *c);
+int64_t		ehi_heartbeat_next_at(const eh_client *c);
+void		ehi_heartbeat_now(eh_client *c);
+const ehi_conn *ehi_heartbeat_conn(const eh_client *c);
 
 /* session.c */
 void		ehi_drive(eh_client *c);
 int			ehi_timeout_ms(const eh_client *c, int all_sockets);
 int			ehi_sockets(const eh_client *c, int *fds, int *wants, int max);
 void		ehi_publish_clear(eh_client *c);
+
+/* settings.c: an identifier's check (not empty, at most EH_MAX_ID_BYTES) */
+int			ehi_check_id(eh_client *c, const char *what, const char *id);
 
 #endif							/* EVENTHUB_INTERNAL_H */

@@ -6,11 +6,12 @@
  * keys it may add later, and safe on any input (it never reads past the
  * terminating NUL).  Writing: quoting strings.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "json.h"
 
 typedef struct cursor
 {
@@ -75,6 +76,84 @@ put_utf8(char *out, unsigned cp)
 	return 4;
 }
 
+/* The character a one-letter escape (\n, \", ...) stands for; -1 if none. */
+static int
+simple_escape(char e)
+{
+	switch (e)
+	{
+		case '"':
+		case '\\':
+		case '/':
+			return e;
+		case 'b':
+			return '\b';
+		case 'f':
+			return '\f';
+		case 'n':
+			return '\n';
+		case 'r':
+			return '\r';
+		case 't':
+			return '\t';
+		default:
+			return -1;
+	}
+}
+
+/*
+ * A \uXXXX escape, c->p at its 'u' (a surrogate pair as one code point):
+ * the code point into *cp, c->p left at its last hex digit.  -1 for a lone
+ * surrogate or NUL (which C strings cannot hold).
+ */
+static int
+unicode_escape(cursor *c, unsigned *cp)
+{
+	if (hex4(c->p + 1, cp) != 0)
+		return -1;
+	c->p += 4;
+	if (*cp >= 0xD800 && *cp <= 0xDBFF)
+	{
+		unsigned	lo;
+
+		if (c->p[1] != '\\' || c->p[2] != 'u' || hex4(c->p + 3, &lo) != 0 ||
+			lo < 0xDC00 || lo > 0xDFFF)
+			return -1;
+		c->p += 6;
+		*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+	}
+	else if ((*cp >= 0xDC00 && *cp <= 0xDFFF) || *cp == 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * One escape, c->p just past its backslash: appended to buf (when not
+ * NULL) at *len, c->p moved past it.  -1 when malformed.
+ */
+static int
+unescape(cursor *c, char *buf, size_t *len)
+{
+	int			ch = simple_escape(*c->p);
+
+	if (ch >= 0)
+	{
+		if (buf)
+			buf[(*len)++] = (char) ch;
+	}
+	else
+	{
+		unsigned	cp;
+
+		if (*c->p != 'u' || unicode_escape(c, &cp) != 0)
+			return -1;
+		if (buf)
+			*len += put_utf8(buf + *len, cp);
+	}
+	c->p++;
+	return 0;
+}
+
 /*
  * Parses a JSON string at c->p.  With out != NULL, stores a malloc'd,
  * unescaped copy (a NUL escape, which C strings cannot hold, is refused).
@@ -100,73 +179,17 @@ parse_string(cursor *c, char **out)
 		if (!buf)
 			return -1;
 	}
-
 	while (*c->p != '"')
 	{
-		unsigned char ch = (unsigned char) *c->p;
+		unsigned char ch = (unsigned char) *c->p++;
 
-		if (ch == '\0' || ch < 0x20)
-			goto fail;
-		if (ch != '\\')
+		if (ch == '\0' || ch < 0x20 || (ch == '\\' && unescape(c, buf, &len) != 0))
 		{
-			if (buf)
-				buf[len++] = (char) ch;
-			c->p++;
-			continue;
+			free(buf);
+			return -1;
 		}
-		c->p++;
-		switch (*c->p)
-		{
-			case '"':
-			case '\\':
-			case '/':
-				ch = (unsigned char) *c->p;
-				break;
-			case 'b':
-				ch = '\b';
-				break;
-			case 'f':
-				ch = '\f';
-				break;
-			case 'n':
-				ch = '\n';
-				break;
-			case 'r':
-				ch = '\r';
-				break;
-			case 't':
-				ch = '\t';
-				break;
-			case 'u':
-				{
-					unsigned	cp;
-
-					if (hex4(c->p + 1, &cp) != 0)
-						goto fail;
-					c->p += 4;
-					if (cp >= 0xD800 && cp <= 0xDBFF)
-					{
-						unsigned	lo;
-
-						if (c->p[1] != '\\' || c->p[2] != 'u' || hex4(c->p + 3, &lo) != 0 ||
-							lo < 0xDC00 || lo > 0xDFFF)
-							goto fail;
-						c->p += 6;
-						cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-					}
-					else if ((cp >= 0xDC00 && cp <= 0xDFFF) || cp == 0)
-						goto fail;
-					if (buf)
-						len += put_utf8(buf + len, cp);
-					c->p++;
-					continue;
-				}
-			default:
-				goto fail;
-		}
-		if (buf)
+		if (ch != '\\' && buf)
 			buf[len++] = (char) ch;
-		c->p++;
 	}
 	c->p++;
 	if (buf)
@@ -175,10 +198,6 @@ parse_string(cursor *c, char **out)
 		*out = buf;
 	}
 	return 0;
-
-fail:
-	free(buf);
-	return -1;
 }
 
 /* Parses a JSON number; stores it in *out when it is an integer that fits. */
@@ -272,84 +291,103 @@ is_lower_hex(const char *str, size_t len, int uuid)
 	return 1;
 }
 
+/* The keys of the payload that the client reads, as parsed so far (malloc'd). */
+typedef struct payload
+{
+	char	   *token;
+	char	   *version;
+	char	   *events;
+} payload;
+
+/*
+ * One "key": value member at c->p: a known key's string into p (each
+ * known key at most once), any other value skipped.  -1 when malformed.
+ */
+static int
+parse_member(cursor *c, payload *p)
+{
+	char	   *key = NULL;
+	int			rc;
+
+	skip_ws(c);
+	if (parse_string(c, &key) != 0)
+		return -1;
+	skip_ws(c);
+	if (*c->p++ != ':')
+	{
+		free(key);
+		return -1;
+	}
+	skip_ws(c);
+	if (strcmp(key, "notification_token") == 0 && !p->token)
+		rc = parse_string(c, &p->token);
+	else if (strcmp(key, "version_id") == 0 && !p->version)
+		rc = parse_string(c, &p->version);
+	else if (strcmp(key, "events") == 0 && !p->events && *c->p == '"')
+		rc = parse_string(c, &p->events);
+	else if (strcmp(key, "notification_token") == 0 || strcmp(key, "version_id") == 0 ||
+			 strcmp(key, "events") == 0)
+		rc = -1;				/* a key given twice */
+	else
+		rc = skip_value(c);
+	free(key);
+	return rc;
+}
+
+/* The members of the object at c->p ('{' read), through its '}'; -1 when malformed. */
+static int
+parse_members(cursor *c, payload *p)
+{
+	skip_ws(c);
+	if (*c->p == '}')
+	{
+		c->p++;
+		return 0;
+	}
+	for (;;)
+	{
+		if (parse_member(c, p) != 0)
+			return -1;
+		skip_ws(c);
+		if (*c->p == '}')
+		{
+			c->p++;
+			return 0;
+		}
+		if (*c->p++ != ',')
+			return -1;
+	}
+}
+
 int
-ehi_parse_payload(const char *payload, char token[EH_TOKEN_LEN + 1],
+ehi_parse_payload(const char *payload_text, char token[EH_TOKEN_LEN + 1],
 				  char version_id[EH_VERSION_ID_LEN + 1], char **sealed)
 {
 	cursor		c;
-	char	   *tok = NULL;
-	char	   *version = NULL;
-	char	   *events = NULL;
+	payload		p = {NULL, NULL, NULL};
+	int			ok;
 
-	if (!payload)
+	if (!payload_text)
 		return -1;
-	c.p = payload;
+	c.p = payload_text;
 	skip_ws(&c);
-	if (*c.p++ != '{')
-		return -1;
-	skip_ws(&c);
-	if (*c.p == '}')
-		goto done;
-	for (;;)
+	ok = *c.p++ == '{' && parse_members(&c, &p) == 0;
+	if (ok)
+		skip_ws(&c);
+	ok = ok && *c.p == '\0' && p.token && p.version &&
+		is_lower_hex(p.token, EH_TOKEN_LEN, 0) && is_lower_hex(p.version, EH_VERSION_ID_LEN, 1);
+	if (ok)
 	{
-		char	   *key = NULL;
-		int			rc;
-
-		skip_ws(&c);
-		if (parse_string(&c, &key) != 0)
-			goto fail;
-		skip_ws(&c);
-		if (*c.p++ != ':')
-		{
-			free(key);
-			goto fail;
-		}
-		skip_ws(&c);
-		if (strcmp(key, "notification_token") == 0 && !tok)
-			rc = parse_string(&c, &tok);
-		else if (strcmp(key, "version_id") == 0 && !version)
-			rc = parse_string(&c, &version);
-		else if (strcmp(key, "events") == 0 && !events && *c.p == '"')
-			rc = parse_string(&c, &events);
-		else if (strcmp(key, "notification_token") == 0 || strcmp(key, "version_id") == 0 ||
-				 strcmp(key, "events") == 0)
-			rc = -1;			/* a key given twice */
-		else
-			rc = skip_value(&c);
-		free(key);
-		if (rc != 0)
-			goto fail;
-		skip_ws(&c);
-		if (*c.p == ',')
-		{
-			c.p++;
-			continue;
-		}
-		if (*c.p == '}')
-			break;
-		goto fail;
+		memcpy(token, p.token, EH_TOKEN_LEN + 1);
+		memcpy(version_id, p.version, EH_VERSION_ID_LEN + 1);
 	}
-done:
-	c.p++;
-	skip_ws(&c);
-	if (*c.p != '\0' || !tok || !version ||
-		!is_lower_hex(tok, EH_TOKEN_LEN, 0) || !is_lower_hex(version, EH_VERSION_ID_LEN, 1))
-		goto fail;
-	memcpy(token, tok, EH_TOKEN_LEN + 1);
-	memcpy(version_id, version, EH_VERSION_ID_LEN + 1);
-	free(tok);
-	free(version);
-	if (sealed)
-		*sealed = events;
+	if (ok && sealed)
+		*sealed = p.events;
 	else
-		free(events);
-	return 0;
-
-fail:
-	free(tok);
-	free(version);
-	free(events);
-	return -1;
+		free(p.events);
+	free(p.token);
+	free(p.version);
+	return ok ? 0 : -1;
 }
 
 char *

@@ -3,10 +3,11 @@
  * probing), for finding a subscription by organization id or by token
  * among many thousands.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "map.h"
 
 /* A deleted slot: probing goes on past it. */
 static const char tombstone[] = "";

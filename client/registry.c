@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define HEARTBEAT_SQL "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)"
+static const char HEARTBEAT_SQL[] = "SELECT eventhub.heartbeat($1, $2::jsonb, $3::jsonb, $4)";
 
 /* The JSON object of eventhub.heartbeat()'s progress argument. */
 static int
@@ -20,7 +20,7 @@ build_progress(eh_client *c, ehi_strbuf *progress)
 	int			first = 1;
 
 	ehi_sb_puts(progress, "{");
-	for (eh_sub *s = c->subs; s; s = s->next)
+	for (eh_sub *s = ehi_sub_next(c, NULL); s; s = ehi_sub_next(c, s))
 	{
 		int64_t		applied = s->acked >= 0 ? s->acked : s->cursor;
 
@@ -217,4 +217,37 @@ ehi_free_replica(eh_client *c)
 	free(c->replica.labels);
 	free(c->replica.version);
 	free(c->replica.conninfo);
+}
+
+/*
+ * Where heartbeats go: 0 none (no replica id), 1 on the client's
+ * connection, 2 on their own (eh_set_heartbeat_conninfo).
+ */
+int
+ehi_heartbeat_route(const eh_client *c)
+{
+	if (!c->replica.id)
+		return 0;
+	return c->replica.conninfo ? 2 : 1;
+}
+
+/* When the next heartbeat is due (monotonic ms; 1 for now). */
+int64_t
+ehi_heartbeat_next_at(const eh_client *c)
+{
+	return c->replica.next_at ? c->replica.next_at : 1;
+}
+
+/* A heartbeat is due now (a new connection). */
+void
+ehi_heartbeat_now(eh_client *c)
+{
+	c->replica.next_at = 0;
+}
+
+/* The heartbeats' own connection (state NONE when they have none). */
+const ehi_conn *
+ehi_heartbeat_conn(const eh_client *c)
+{
+	return &c->replica.conn;
 }

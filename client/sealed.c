@@ -19,21 +19,21 @@
  *
  * The key keeps the events from a role that may not read them; who sent
  * the notification is the caller's to check (only the notifier's pid is
- * believed: delivery.c), as anyone may NOTIFY.
+ * believed: notifications.c), as anyone may NOTIFY.  What it hands back
+ * is the events as decoded (ehi_sealed); rows.c lays them out as a fetch's
+ * rows.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <openssl/evp.h>
 
-#include "internal.h"
+#include "sealed.h"
 
 #define NONCE_BYTES 12
 #define TAG_BYTES 16
 #define SEALED_FORMAT 1
-#define COLUMNS (COL_HEAD + 1)
 
 static int
 b64_value(char ch)
@@ -156,19 +156,6 @@ get_bytes(reader *r, size_t n)
 	return at;
 }
 
-/* Microseconds since the Unix epoch as the fetch query writes them. */
-static void
-format_timestamp(int64_t us, char out[64])
-{
-	time_t		secs = (time_t) (us >= 0 ? us / 1000000 : (us - 999999) / 1000000);
-	long		micros = (long) (us - (int64_t) secs * 1000000);
-	struct tm	tm;
-
-	gmtime_r(&secs, &tm);
-	snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-			 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros);
-}
-
 static void
 format_uuid(const unsigned char *b, char out[EH_VERSION_ID_LEN + 1])
 {
@@ -186,110 +173,68 @@ format_uuid(const unsigned char *b, char out[EH_VERSION_ID_LEN + 1])
 }
 
 /*
- * The plaintext as rows, and the version before the first event into
- * previous ("" when the first is the organization's first); NULL if
- * malformed.
+ * Reads one event into e; 0, or -1 when malformed (a string with a NUL
+ * byte, a transaction that begins after the event, an end flag over 1).
  */
-static PGresult *
-lay_out(const char *org, const unsigned char *plain, size_t len, char previous[EH_VERSION_ID_LEN + 1])
+static int
+read_event(reader *r, ehi_sealed_event *e)
 {
-	static const char *const names[COLUMNS] = {
-		"organization_id", "revision", "version_id", "processed_timestamp", "originated_timestamp",
-		"event_type", "action", "entity_id", "correlation_id", "event_data", "lag_ms",
-		"transaction_first_revision", "transaction_end", "head_revision"
-	};
-	PGresAttDesc attrs[COLUMNS];
+	const unsigned char *version;
+
+	e->revision = (int64_t) get_uint(r, 8);
+	e->first_revision = (int64_t) get_uint(r, 8);
+	e->ends = (int) get_uint(r, 1);
+	version = get_bytes(r, 16);
+	e->processed_us = (int64_t) get_uint(r, 8);
+	e->originated_us = (int64_t) get_uint(r, 8);
+	if (r->bad || e->first_revision > e->revision || e->ends > 1)
+		return -1;
+	format_uuid(version, e->version_id);
+	for (int i = 0; i < EHI_SEALED_TEXTS; i++)
+	{
+		size_t		n = (size_t) get_uint(r, 4);
+		const unsigned char *v = get_bytes(r, n);
+
+		if (!v || n > 0x7fffffff || memchr(v, '\0', n))
+			return -1;
+		e->text[i] = (const char *) v;
+		e->text_len[i] = (int) n;
+	}
+	return 0;
+}
+
+/*
+ * Decodes the plaintext into out (its events point into plain); -1 when
+ * malformed: revisions not consecutive, bytes left over, or a last event
+ * (the head as of the notification) that does not end a transaction.
+ */
+static int
+decode(const unsigned char *plain, size_t len, ehi_sealed *out)
+{
 	reader		r = {plain, plain + len, 0};
-	PGresult   *res;
-	int64_t		sent_at;
-	int			count;
-	int64_t		last = 0;
 
 	if (get_uint(&r, 1) != SEALED_FORMAT)
-		return NULL;
-	sent_at = (int64_t) get_uint(&r, 8);
-	previous[0] = '\0';
+		return -1;
+	out->sent_at_us = (int64_t) get_uint(&r, 8);
+	out->previous[0] = '\0';
 	if (get_uint(&r, 1) == 1)
 	{
 		const unsigned char *prev = get_bytes(&r, 16);
 
 		if (prev)
-			format_uuid(prev, previous);
+			format_uuid(prev, out->previous);
 	}
-	count = (int) get_uint(&r, 2);
-	if (r.bad || count < 1)
-		return NULL;
-	res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
-	if (!res)
-		return NULL;
-	memset(attrs, 0, sizeof(attrs));
-	for (int i = 0; i < COLUMNS; i++)
-	{
-		attrs[i].name = (char *) names[i];
-		attrs[i].typid = 25;	/* text: values are read as text */
-		attrs[i].typlen = -1;
-		attrs[i].atttypmod = -1;
-	}
-	if (!PQsetResultAttrs(res, COLUMNS, attrs))
-		goto fail;
-	for (int row = 0; row < count; row++)
-	{
-		char		num[32],
-					ts[64],
-					uuid[EH_VERSION_ID_LEN + 1];
-		int64_t		revision = (int64_t) get_uint(&r, 8);
-		int64_t		first = (int64_t) get_uint(&r, 8);
-		int			ends = (int) get_uint(&r, 1);
-		const unsigned char *version = get_bytes(&r, 16);
-		int64_t		processed = (int64_t) get_uint(&r, 8);
-		int64_t		originated = (int64_t) get_uint(&r, 8);
-
-		if (r.bad || (row > 0 && revision != last + 1) || first > revision || ends > 1)
-			goto fail;
-		last = revision;
-		if (!PQsetvalue(res, row, COL_ORG, (char *) org, (int) strlen(org)))
-			goto fail;
-		snprintf(num, sizeof(num), "%lld", (long long) revision);
-		if (!PQsetvalue(res, row, COL_REVISION, num, (int) strlen(num)))
-			goto fail;
-		format_uuid(version, uuid);
-		if (!PQsetvalue(res, row, COL_VERSION, uuid, EH_VERSION_ID_LEN))
-			goto fail;
-		format_timestamp(processed, ts);
-		if (!PQsetvalue(res, row, COL_PTS, ts, (int) strlen(ts)))
-			goto fail;
-		format_timestamp(originated, ts);
-		if (!PQsetvalue(res, row, COL_OTS, ts, (int) strlen(ts)))
-			goto fail;
-		for (int col = COL_TYPE; col <= COL_DATA; col++)
-		{
-			size_t		n = (size_t) get_uint(&r, 4);
-			const unsigned char *v = get_bytes(&r, n);
-
-			if (!v || n > 0x7fffffff || memchr(v, '\0', n) ||
-				!PQsetvalue(res, row, col, (char *) v, (int) n))
-				goto fail;
-		}
-		snprintf(num, sizeof(num), "%.3f", (double) (sent_at - processed) / 1000.0);
-		if (!PQsetvalue(res, row, COL_LAG, num, (int) strlen(num)))
-			goto fail;
-		snprintf(num, sizeof(num), "%lld", (long long) first);
-		if (!PQsetvalue(res, row, COL_FIRST, num, (int) strlen(num)) ||
-			!PQsetvalue(res, row, COL_END, ends ? "t" : "f", 1))
-			goto fail;
-	}
-	/* The head as of the notification: its last event, which ends a transaction. */
-	if (r.p != r.end || PQgetvalue(res, count - 1, COL_END)[0] != 't')
-		goto fail;
-	for (int row = 0; row < count; row++)
-		if (!PQsetvalue(res, row, COL_HEAD, PQgetvalue(res, count - 1, COL_REVISION),
-						PQgetlength(res, count - 1, COL_REVISION)))
-			goto fail;
-	return res;
-
-fail:
-	PQclear(res);
-	return NULL;
+	out->count = (int) get_uint(&r, 2);
+	if (r.bad || out->count < 1 ||
+		!(out->events = calloc((size_t) out->count, sizeof(ehi_sealed_event))))
+		return -1;
+	for (int i = 0; i < out->count; i++)
+		if (read_event(&r, &out->events[i]) != 0 ||
+			(i > 0 && out->events[i].revision != out->events[i - 1].revision + 1))
+			return -1;
+	if (r.p != r.end || !out->events[out->count - 1].ends)
+		return -1;
+	return 0;
 }
 
 void
@@ -302,46 +247,65 @@ ehi_sealed_prepare(void)
 	EVP_CIPHER_CTX_free(ctx);
 }
 
-PGresult *
-ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *org,
-				const char *token, const char *version_id, const char *sealed,
-				char previous[EH_VERSION_ID_LEN + 1])
+/*
+ * Decrypts raw (nonce, ciphertext, tag) of rawlen bytes under key with aad
+ * into plain; returns the plaintext's length, or -1 when it does not open.
+ */
+static int
+decrypt(const unsigned char *key, const unsigned char aad[32], unsigned char *raw,
+		size_t rawlen, unsigned char *plain)
 {
-	unsigned char aad[32];
-	unsigned char *raw;
-	unsigned char *plain = NULL;
-	size_t		rawlen = 0;
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 	int			n = 0,
-				plainlen = 0,
+				plainlen,
 				ok;
-	EVP_CIPHER_CTX *ctx;
-	PGresult   *res = NULL;
 
-	if (ehi_hex_bytes(token, aad, 16) != 0 || ehi_hex_bytes(version_id, aad + 16, 16) != 0)
-		return NULL;
-	raw = b64_decode(sealed, &rawlen);
-	if (!raw)
-		return NULL;
-	if (rawlen <= NONCE_BYTES + TAG_BYTES || rawlen > 65536 ||
-		!(plain = malloc(rawlen - NONCE_BYTES - TAG_BYTES)))
-	{
-		free(raw);
-		return NULL;
-	}
-	ctx = EVP_CIPHER_CTX_new();
 	ok = ctx != NULL &&
 		EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) == 1 &&
 		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, NONCE_BYTES, NULL) == 1 &&
 		EVP_DecryptInit_ex(ctx, NULL, NULL, key, raw) == 1 &&
-		EVP_DecryptUpdate(ctx, NULL, &n, aad, sizeof(aad)) == 1 &&
+		EVP_DecryptUpdate(ctx, NULL, &n, aad, 32) == 1 &&
 		EVP_DecryptUpdate(ctx, plain, &n, raw + NONCE_BYTES, (int) (rawlen - NONCE_BYTES - TAG_BYTES)) == 1;
 	plainlen = n;
 	ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_BYTES, raw + rawlen - TAG_BYTES) == 1 &&
 		EVP_DecryptFinal_ex(ctx, plain + plainlen, &n) == 1;
 	EVP_CIPHER_CTX_free(ctx);
-	if (ok)
-		res = lay_out(org, plain, (size_t) plainlen, previous);
+	return ok ? plainlen : -1;
+}
+
+int
+ehi_sealed_open(const unsigned char key[EHI_DATA_KEY_BYTES], const char *token,
+				const char *version_id, const char *sealed, ehi_sealed *out)
+{
+	unsigned char aad[32];
+	unsigned char *raw;
+	size_t		rawlen = 0;
+	int			plainlen = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (ehi_hex_bytes(token, aad, 16) != 0 || ehi_hex_bytes(version_id, aad + 16, 16) != 0)
+		return -1;
+	raw = b64_decode(sealed, &rawlen);
+	if (!raw)
+		return -1;
+	if (rawlen > NONCE_BYTES + TAG_BYTES && rawlen <= 65536 &&
+		(out->plain = malloc(rawlen - NONCE_BYTES - TAG_BYTES)) != NULL)
+		plainlen = decrypt(key, aad, raw, rawlen, out->plain);
 	free(raw);
-	free(plain);
-	return res;
+	if (plainlen < 0 || decode(out->plain, (size_t) plainlen, out) != 0)
+	{
+		ehi_sealed_free(out);
+		return -1;
+	}
+	return 0;
+}
+
+void
+ehi_sealed_free(ehi_sealed *ev)
+{
+	free(ev->events);
+	free(ev->plain);
+	ev->events = NULL;
+	ev->plain = NULL;
+	ev->count = 0;
 }

@@ -4,7 +4,7 @@
  * out whether notifications reach it, which query goes next, dispatching
  * the answers, the publish out, and what the caller waits for and how long.
  *
- * While a snapshot's transaction is open (snapshot.c), its queries are the
+ * While a snapshot's transaction is open (snapshot_pages.c), its queries are the
  * only ones: a publish and a heartbeat wait for its COMMIT (READ ONLY would
  * refuse them), and the connection does not count as idle for the LISTEN
  * probe (a session in a transaction gets no notifications).
@@ -88,12 +88,12 @@ choose_listening(eh_client *c, int in_recovery)
  * listens on channel eventhub_events, whose notifications may carry them,
  * instead of eventhub; both announce the same).
  */
-#define HELLO_SQL \
-	"SELECT pg_catalog.pg_is_in_recovery(), COALESCE(" \
-	" pg_catalog.has_function_privilege(" \
-	"  pg_catalog.to_regprocedure('eventhub.notification_data_key(text)'), 'EXECUTE')" \
-	" AND pg_catalog.has_function_privilege(" \
-	"  pg_catalog.to_regprocedure('eventhub.notifier_pid()'), 'EXECUTE'), false)"
+static const char HELLO_SQL[] =
+	"SELECT pg_catalog.pg_is_in_recovery(), COALESCE("
+	" pg_catalog.has_function_privilege("
+	"  pg_catalog.to_regprocedure('eventhub.notification_data_key(text)'), 'EXECUTE')"
+	" AND pg_catalog.has_function_privilege("
+	"  pg_catalog.to_regprocedure('eventhub.notifier_pid()'), 'EXECUTE'), false)";
 
 /* The first query answered: the connection works. */
 static void
@@ -120,7 +120,7 @@ handle_hello(eh_client *c, PGresult *res)
 	ehi_keys_again(c);
 	c->link.events_channel = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	c->link.next_poll_at = 0;
-	c->replica.next_at = 0;
+	ehi_heartbeat_now(c);
 	choose_listening(c, strcmp(PQgetvalue(res, 0, 0), "t") == 0);
 }
 
@@ -221,7 +221,7 @@ drive_probe(eh_client *c)
 
 /* ------------------------------------------------------------ publish */
 
-#define PUBLISH_SQL "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)"
+static const char PUBLISH_SQL[] = "SELECT eventhub.publish_event($1, $2, $3, $4, $5, $6::jsonb)";
 
 /* The publish is over: rc (and the error, when rc < 0) for eh_publish_result(). */
 static void
@@ -373,7 +373,7 @@ next_query(eh_client *c)
 		return 0;
 	ehi_snapshot_check_link(c);
 	if (ehi_snapshot_open(c))
-		return ehi_next_snapshot_query(c);
+		return ehi_next_snapshot_query(c, NULL);
 	if (c->publish.state == PUBLISH_QUEUED)
 	{
 		if (ehi_send(c, OP_PUBLISH, NULL, PUBLISH_SQL, EHI_PUBLISH_NPARAMS, (const char *const *) c->publish.params) != 0)
@@ -385,16 +385,90 @@ next_query(eh_client *c)
 		return 0;
 	if ((rc = ehi_next_catalog_query(c)) != 0)
 		return rc;
-	if (!c->replica.conninfo && ehi_heartbeat_due(c))
+	if (ehi_heartbeat_route(c) == 1 && ehi_heartbeat_due(c))
 	{
 		rc = ehi_send_heartbeat(c);
 		if (rc != 0)
 			return rc < 0 ? -1 : 0;
 		return 1;
 	}
-	if ((rc = ehi_next_snapshot_query(c)) != 0)
+	if ((rc = ehi_next_snapshot_query(c, ehi_sub_wanting_snapshot(c))) != 0)
 		return rc;
 	return ehi_next_fetch(c);
+}
+
+/* What drive_connection() does after a step of it. */
+typedef enum drive_next
+{
+	DRIVE_STOP,					/* nothing more now */
+	DRIVE_AGAIN,				/* another round */
+	DRIVE_ON					/* the connection is idle: on to the next query */
+} drive_next;
+
+/* Starts connecting when it is time; DRIVE_STOP when there is no connection. */
+static drive_next
+connect_when_due(eh_client *c)
+{
+	if (c->link.conn.state != EHI_CONN_NONE)
+		return DRIVE_ON;
+	if (ehi_now_ms() < c->link.reconnect_at)
+		return DRIVE_STOP;
+	ehi_start_connecting(c);
+	return c->link.conn.state == EHI_CONN_NONE ? DRIVE_STOP : DRIVE_ON;
+}
+
+/* What the connection's step found: a failure, a new connection, an answer. */
+static drive_next
+after_step(eh_client *c, ehi_step st)
+{
+	switch (st)
+	{
+		case EHI_STEP_FAILED:
+			ehi_set_error(c, "%s", c->link.conn.error);
+			snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", c->link.conn.sqlstate);
+			ehi_connection_lost(c, c->errmsg);
+			/* A refusal that retrying cannot fix is the caller's to see. */
+			if (!ehi_sqlstate_retryable(c->sqlstate))
+				c->pending_error = EH_ERR_CONNECTION;
+			return DRIVE_STOP;
+		case EHI_STEP_CONNECTED:
+			/* A first query: the connection works only if it answers. */
+			return ehi_send(c, OP_HELLO, NULL, HELLO_SQL, 0, NULL) != 0 ? DRIVE_STOP : DRIVE_AGAIN;
+		case EHI_STEP_RESULT:
+			{
+				op_kind		op = c->link.op;
+				eh_sub	   *sub = c->link.op_sub;
+
+				c->link.op = OP_NONE;
+				c->link.op_sub = NULL;
+				dispatch(c, op, sub, ehi_conn_take_result(&c->link.conn));
+				if (c->link.conn.pg)
+					ehi_drain_notifications(c);
+				return DRIVE_AGAIN;
+			}
+		case EHI_STEP_NOTHING:
+			break;
+	}
+	if (c->link.conn.state == EHI_CONN_CONNECTING || c->link.conn.state == EHI_CONN_BUSY)
+		return DRIVE_STOP;
+	return DRIVE_ON;
+}
+
+/* The connection is idle: a promotion, the LISTEN probe, or the next query. */
+static drive_next
+drive_idle(eh_client *c)
+{
+	if (c->listen.promoted && !ehi_snapshot_open(c))
+	{
+		c->listen.promoted = 0;
+		if (c->listen.mode == LISTEN_OFF)
+			choose_listening(c, 0);
+		return DRIVE_AGAIN;
+	}
+	drive_probe(c);
+	if (c->link.conn.state != EHI_CONN_IDLE || c->listen.mode == LISTEN_PROBING)
+		return c->link.conn.state == EHI_CONN_BUSY ? DRIVE_AGAIN : DRIVE_STOP;
+	return next_query(c) <= 0 ? DRIVE_STOP : DRIVE_AGAIN;
 }
 
 /*
@@ -407,15 +481,10 @@ drive_connection(eh_client *c)
 	for (int round = 0; round < 1000 && !c->stop && !c->pending_error; round++)
 	{
 		ehi_step	st;
+		drive_next	next;
 
-		if (c->link.conn.state == EHI_CONN_NONE)
-		{
-			if (ehi_now_ms() < c->link.reconnect_at)
-				return;
-			ehi_start_connecting(c);
-			if (c->link.conn.state == EHI_CONN_NONE)
-				return;
-		}
+		if (connect_when_due(c) == DRIVE_STOP)
+			return;
 		st = ehi_conn_step(&c->link.conn);
 
 		/*
@@ -426,54 +495,10 @@ drive_connection(eh_client *c)
 		 */
 		if (c->link.conn.pg && st != EHI_STEP_RESULT)
 			ehi_drain_notifications(c);
-		switch (st)
-		{
-			case EHI_STEP_FAILED:
-				ehi_set_error(c, "%s", c->link.conn.error);
-				snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", c->link.conn.sqlstate);
-				ehi_connection_lost(c, c->errmsg);
-				/* A refusal that retrying cannot fix is the caller's to see. */
-				if (!ehi_sqlstate_retryable(c->sqlstate))
-					c->pending_error = EH_ERR_CONNECTION;
-				return;
-			case EHI_STEP_CONNECTED:
-				/* A first query: the connection works only if it answers. */
-				if (ehi_send(c, OP_HELLO, NULL, HELLO_SQL, 0, NULL) != 0)
-					return;
-				continue;
-			case EHI_STEP_RESULT:
-				{
-					op_kind		op = c->link.op;
-					eh_sub	   *sub = c->link.op_sub;
-
-					c->link.op = OP_NONE;
-					c->link.op_sub = NULL;
-					dispatch(c, op, sub, ehi_conn_take_result(&c->link.conn));
-					if (c->link.conn.pg)
-						ehi_drain_notifications(c);
-					continue;
-				}
-			case EHI_STEP_NOTHING:
-				break;
-		}
-		if (c->link.conn.state == EHI_CONN_CONNECTING || c->link.conn.state == EHI_CONN_BUSY)
-			return;
-		/* Idle. */
-		if (c->listen.promoted && !ehi_snapshot_open(c))
-		{
-			c->listen.promoted = 0;
-			if (c->listen.mode == LISTEN_OFF)
-				choose_listening(c, 0);
-			continue;
-		}
-		drive_probe(c);
-		if (c->link.conn.state != EHI_CONN_IDLE || c->listen.mode == LISTEN_PROBING)
-		{
-			if (c->link.conn.state == EHI_CONN_BUSY)
-				continue;
-			return;
-		}
-		if (next_query(c) <= 0)
+		next = after_step(c, st);
+		if (next == DRIVE_ON)
+			next = drive_idle(c);
+		if (next == DRIVE_STOP)
 			return;
 	}
 }
@@ -519,7 +544,7 @@ ehi_timeout_ms(const eh_client *c, int all_sockets)
 	int64_t		now = ehi_now_ms();
 	int64_t		at;
 
-	if (c->held.res)
+	if (ehi_held_pending(c))
 		return 0;
 	switch (c->link.conn.state)
 	{
@@ -551,19 +576,21 @@ ehi_timeout_ms(const eh_client *c, int all_sockets)
 			}
 			if (ehi_work_pending(c) || c->listen.mode == LISTEN_STARTING)
 				return 0;
-			at = earlier(c->link.next_poll_at, c->all.next_discover_at);
-			if (c->replica.id && !c->replica.conninfo)
-				at = earlier(at, c->replica.next_at ? c->replica.next_at : 1);
+			at = earlier(c->link.next_poll_at, ehi_discovery_due_at(c));
+			if (ehi_heartbeat_route(c) == 1)
+				at = earlier(at, ehi_heartbeat_next_at(c));
 			break;
 	}
 	if (c->publish.state == PUBLISH_QUEUED)
 		at = earlier(at, c->publish.deadline);
-	if (c->replica.conninfo && c->replica.id)
+	if (ehi_heartbeat_route(c) == 2)
 	{
-		if (c->replica.conn.state == EHI_CONN_CONNECTING || c->replica.conn.state == EHI_CONN_BUSY)
-			at = earlier(side_work(at, now, all_sockets), c->replica.conn.deadline);
+		const ehi_conn *hb = ehi_heartbeat_conn(c);
+
+		if (hb->state == EHI_CONN_CONNECTING || hb->state == EHI_CONN_BUSY)
+			at = earlier(side_work(at, now, all_sockets), hb->deadline);
 		else if (c->link.hello_done)	/* it waits for the main one */
-			at = earlier(at, c->replica.next_at ? c->replica.next_at : 1);
+			at = earlier(at, ehi_heartbeat_next_at(c));
 	}
 	if (at <= now)
 		return 0;
@@ -591,6 +618,6 @@ ehi_sockets(const eh_client *c, int *fds, int *wants, int max)
 
 	n = add_socket(&c->link.conn, fds, wants, n, max);
 	n = add_socket(&c->listen.probe_conn, fds, wants, n, max);
-	n = add_socket(&c->replica.conn, fds, wants, n, max);
+	n = add_socket(ehi_heartbeat_conn(c), fds, wants, n, max);
 	return n;
 }

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "json.h"
+#include "strbuf.h"
 
 /* Makes room for n more bytes and the NUL; false (oom set) when out of memory. */
 static int

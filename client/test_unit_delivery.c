@@ -326,7 +326,7 @@ test_snapshot_steps(void)
 	check(eh_subscribe_at(c, "globex", EH_FROM_SNAPSHOT, "00000000-0000-4000-8000-000000000001") == EH_ERR_ARGUMENT,
 		  "snapshot: no version with EH_FROM_SNAPSHOT");
 	s = ehi_find_sub(c, "acme");
-	check(s->wants_snapshot && ehi_snapshot_due(c) && ehi_work_pending(c), "snapshot: it is due");
+	check(s->wants_snapshot && ehi_sub_wanting_snapshot(c) && ehi_work_pending(c), "snapshot: it is due");
 	test_snapshot_whole(c, &w, s);
 	test_snapshot_lost(c, &w, s);
 	test_snapshot_unsubscribed(c, &w, s);
@@ -411,7 +411,7 @@ test_metrics_readiness(eh_client *c, char *text, size_t size)
 
 	/* A fetch below the head: not ready, not fresh; the rest at the head: both. */
 	s = ehi_find_sub(c, "acme");
-	s->fresh_at -= 5000;
+	s->stats.fresh_at -= 5000;
 	c->link.op_sent_at = ehi_now_ms() - 2000;
 	deliver(c, s, fetch_result(3, 2, below));
 	eh_render_metrics(c, text, size);
@@ -479,7 +479,7 @@ test_metrics_all(eh_client *c, char *text, size_t size)
 	ehi_handle_delivery(c, OP_DISCOVER, NULL, res);
 	PQclear(res);
 	if ((q = ehi_find_sub(c, "x")) != NULL)
-		q->fresh_at -= 9000;
+		q->stats.fresh_at -= 9000;
 	eh_render_metrics(c, text, size);
 	check(q && q->automatic && sample(text, "eventhub_client_ready{subscription=\"*\"}") == 1 &&
 		  sample(text, "eventhub_client_applied_revision{subscription=\"*\"}") == 10 &&

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "versions.h"
 
 void
 ehi_versions_reset(ehi_versions *v)

@@ -1,5 +1,5 @@
 /*
- * snapshot.c: a snapshot's transaction and its pages, on the client's
+ * snapshot_pages.c: a snapshot's transaction and its pages, on the client's
  * connection: the state of an organization as each live entity's latest
  * event, consistent with a head (revision, version) from which the
  * subscription then goes on with its events.
@@ -23,13 +23,13 @@
  * one transaction, but the server says so) and a lost connection give the
  * callback ABORT and start the snapshot over; ZE004 (the organization's
  * state is incomplete, which no retry fixes) goes to the resync callback
- * when there is one (delivery.c reads the head and calls it), and is
+ * when there is one (resync.c reads the head and calls it), and is
  * retried with backoff otherwise; any other refusal is retried with
  * backoff.  A subscription that goes away meanwhile gets no callback: its
  * transaction is rolled back.
  *
- * Below delivery.c, which asks for a snapshot (on EH_FROM_SNAPSHOT and on
- * a resync) by setting a subscription's wants_snapshot.
+ * Below the delivery files, which ask for a snapshot (on EH_FROM_SNAPSHOT
+ * and on a resync) by setting a subscription's wants_snapshot.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,31 +37,21 @@
 
 #include "internal.h"
 
-#define BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+static const char BEGIN_SQL[] = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 
-#define HEAD_SQL "SELECT h.revision, h.version_id::text FROM eventhub.snapshot_head($1) h"
+static const char HEAD_SQL[] = "SELECT h.revision, h.version_id::text FROM eventhub.snapshot_head($1) h";
 
 /* The keyset ($3, $4) is NULL for the first page; $7 NULL for an organization without events. */
-#define PAGE_SQL \
-	"SELECT p.event_type, p.entity_id, p.revision, p.version_id::text, p.action, p.event_data::text," \
-	" to_char(p.originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')" \
-	" FROM eventhub.snapshot_entities($1, $2, $3, $4, $5, $6, NULLIF($7, '')::uuid) p"
+static const char PAGE_SQL[] =
+	"SELECT p.event_type, p.entity_id, p.revision, p.version_id::text, p.action, p.event_data::text,"
+	" to_char(p.originated_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+	" FROM eventhub.snapshot_entities($1, $2, $3, $4, $5, $6, NULLIF($7, '')::uuid) p";
 
 /* Whether a snapshot's transaction is open: nothing else may go on the connection. */
 int
 ehi_snapshot_open(const eh_client *c)
 {
 	return c->snap.open;
-}
-
-/* Whether a subscription waits for a snapshot. */
-int
-ehi_snapshot_due(const eh_client *c)
-{
-	for (const eh_sub *s = c->subs; s; s = s->next)
-		if (s->wants_snapshot)
-			return 1;
-	return 0;
 }
 
 static void
@@ -204,12 +194,12 @@ send_page(eh_client *c)
 }
 
 /*
- * Sends the next query of the open snapshot, or starts the snapshot of the
- * first subscription that wants one.  Returns 1 when a query went out, 0
- * when none is due, -1 when the connection broke.
+ * Sends the next query of the open snapshot, or starts the snapshot of s,
+ * a subscription that wants one (NULL: none does).  Returns 1 when a query
+ * went out, 0 when none is due, -1 when the connection broke.
  */
 int
-ehi_next_snapshot_query(eh_client *c)
+ehi_next_snapshot_query(eh_client *c, eh_sub *s)
 {
 	ehi_snapshot *snap = &c->snap;
 
@@ -235,10 +225,8 @@ ehi_next_snapshot_query(eh_client *c)
 		}
 		return 0;
 	}
-	for (eh_sub *s = c->subs; s; s = s->next)
+	if (s)
 	{
-		if (!s->wants_snapshot)
-			continue;
 		clear_keyset(snap);
 		memset(snap, 0, sizeof(*snap));
 		snap->sub = s;
@@ -278,7 +266,7 @@ snapshot_failed(eh_client *c, PGresult *res)
 	abort_snapshot(c, state ? state : "refused");
 	if (s && state && strcmp(state, "ZE004") == 0 && c->cb.resync)
 	{
-		/* delivery.c reads the head and calls the resync callback */
+		/* resync.c reads the head and calls the resync callback */
 		s->wants_snapshot = 0;
 		s->no_snapshot = 1;
 		s->resync_reason = s->snapshot_reason ? s->snapshot_reason : EH_RESYNC_HISTORY_REMOVED;
@@ -388,7 +376,7 @@ finish(eh_client *c)
 	s->needs_fetch = 1;			/* what was committed since */
 	s->resync_reason = 0;
 	s->acked = -1;				/* the snapshot covers the head */
-	ehi_metrics_at_head(c, s, snap->head_asked_at);
+	ehi_stats_at_head(c, s, snap->head_asked_at);
 	c->counters[EH_STAT_SNAPSHOTS]++;
 	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
 	callback(c, EH_SNAPSHOT_END, NULL, 0);

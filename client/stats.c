@@ -1,8 +1,9 @@
 /*
- * metrics.c: the client's metrics.  The counters of eh_stat() are counted
- * where they happen; this file keeps what needs a rule, per subscription:
- * readiness, freshness and resyncs by reason, and writes everything in
- * Prometheus' text exposition format (eh_render_metrics).
+ * stats.c: the client's statistics and their exposition.  The counters of
+ * eh_stat() are counted where they happen; this file keeps what needs a
+ * rule, per subscription: readiness, freshness and resyncs by reason, and
+ * writes everything in Prometheus' text exposition format
+ * (eh_render_metrics).  (Not metrics.c: the extension has one.)
  *
  * Ready: the subscription applied a snapshot or reached the head once.  It
  * stays ready while the connection is down or it falls behind: a replica
@@ -29,52 +30,66 @@
 
 /* A subscription starts (or an automatic one is taken over by eh_subscribe_at). */
 void
-ehi_metrics_sub_started(eh_client *c, eh_sub *s)
+ehi_stats_sub_started(eh_client *c, eh_sub *s)
 {
-	s->ready = 0;
-	s->fresh_at = ehi_now_ms();
-	memset(s->resyncs, 0, sizeof(s->resyncs));
+	s->stats.ready = 0;
+	s->stats.fresh_at = ehi_now_ms();
+	memset(s->stats.resyncs, 0, sizeof(s->stats.resyncs));
 	if (s->automatic)
-		c->all.unready++;
+		c->all_stats.unready++;
 }
 
 /* A subscription ends, or stops being automatic. */
 void
-ehi_metrics_sub_ended(eh_client *c, eh_sub *s)
+ehi_stats_sub_ended(eh_client *c, eh_sub *s)
 {
-	if (s->automatic && !s->ready)
-		c->all.unready--;
+	if (s->automatic && !s->stats.ready)
+		c->all_stats.unready--;
 }
 
 /* An answer to a query sent at asked_at shows the subscription's cursor at the head. */
 void
-ehi_metrics_at_head(eh_client *c, eh_sub *s, int64_t asked_at)
+ehi_stats_at_head(eh_client *c, eh_sub *s, int64_t asked_at)
 {
-	if (!s->ready || asked_at > s->fresh_at)
-		s->fresh_at = asked_at;
-	if (s->ready)
+	ehi_all_stats *all = &c->all_stats;
+
+	if (!s->stats.ready || asked_at > s->stats.fresh_at)
+		s->stats.fresh_at = asked_at;
+	if (s->stats.ready)
 		return;
-	s->ready = 1;
-	if (s->automatic && --c->all.unready == 0 && c->all.discovered)
-		c->all.ready = 1;
+	s->stats.ready = 1;
+	if (s->automatic && --all->unready == 0 && all->discovered)
+		all->ready = 1;
 }
 
 /* A discovery sent at asked_at answered: "*" knows every organization as of then. */
 void
-ehi_metrics_discovered(eh_client *c, int64_t asked_at)
+ehi_stats_discovered(eh_client *c, int64_t asked_at)
 {
-	if (asked_at > c->all.fresh_at)
-		c->all.fresh_at = asked_at;
-	if (c->all.unready == 0)
-		c->all.ready = 1;
+	ehi_all_stats *all = &c->all_stats;
+
+	all->discovered = 1;
+	if (asked_at > all->fresh_at)
+		all->fresh_at = asked_at;
+	if (all->unready == 0)
+		all->ready = 1;
 }
 
 /* A resync of the subscription: its callback is called, or a snapshot read. */
 void
-ehi_metrics_resync(eh_sub *s, eh_resync_reason reason)
+ehi_stats_resync(eh_sub *s, eh_resync_reason reason)
 {
 	if ((int) reason > 0 && (int) reason < EHI_RESYNC_REASONS)
-		s->resyncs[reason]++;
+		s->stats.resyncs[reason]++;
+}
+
+/* eh_subscribe_all() was called: "*" counts its freshness from now. */
+void
+ehi_stats_follow_all(eh_client *c)
+{
+	c->all_stats.on = 1;
+	c->all_stats.discovered = 0;
+	c->all_stats.fresh_at = ehi_now_ms();
 }
 
 /* ------------------------------------------------------------ rendering */
@@ -90,46 +105,40 @@ typedef struct sub_values
 	uint64_t	resyncs[EHI_RESYNC_REASONS];
 } sub_values;
 
-/* The revision heartbeats report as applied: eh_ack's, else the cursor. */
-static int64_t
-applied_revision(const eh_sub *s)
-{
-	return s->acked >= 0 ? s->acked : s->cursor;
-}
-
 static void
-explicit_values(const eh_sub *s, int64_t now, sub_values *v)
+explicit_values(const ehi_sub_view *sv, int64_t now, sub_values *v)
 {
-	v->label = s->org;
-	v->ready = s->ready;
-	v->freshness_s = (double) (now - s->fresh_at) / 1000.0;
-	v->has_applied = s->cursor >= 0;
-	v->applied = applied_revision(s);
-	memcpy(v->resyncs, s->resyncs, sizeof(v->resyncs));
+	v->label = sv->org;
+	v->ready = sv->stats->ready;
+	v->freshness_s = (double) (now - sv->stats->fresh_at) / 1000.0;
+	v->has_applied = sv->has_applied;
+	v->applied = sv->applied;
+	memcpy(v->resyncs, sv->stats->resyncs, sizeof(v->resyncs));
 }
 
 /* "*": every automatic subscription taken together. */
 static void
-all_values(const eh_client *c, int64_t now, sub_values *v)
+all_values(const eh_client *c, ehi_sub_walk walk, int64_t now, sub_values *v)
 {
-	int64_t		oldest = c->all.fresh_at;
+	int64_t		oldest = c->all_stats.fresh_at;
 	int			any = 0;
+	ehi_sub_view sv;
 
 	memset(v, 0, sizeof(*v));
 	v->label = "*";
-	v->ready = c->all.ready;
+	v->ready = c->all_stats.ready;
 	v->has_applied = 1;
-	for (const eh_sub *s = c->subs; s; s = s->next)
+	for (const eh_sub *s = walk(c, NULL, &sv); s; s = walk(c, s, &sv))
 	{
-		if (!s->automatic)
+		if (!sv.automatic)
 			continue;
-		if (!any || s->fresh_at < oldest)
-			oldest = s->fresh_at;
+		if (!any || sv.stats->fresh_at < oldest)
+			oldest = sv.stats->fresh_at;
 		any = 1;
-		if (s->cursor >= 0)
-			v->applied += applied_revision(s);
+		if (sv.has_applied)
+			v->applied += sv.applied;
 		for (int r = 1; r < EHI_RESYNC_REASONS; r++)
-			v->resyncs[r] += s->resyncs[r];
+			v->resyncs[r] += sv.stats->resyncs[r];
 	}
 	v->freshness_s = (double) (now - oldest) / 1000.0;
 }
@@ -223,38 +232,48 @@ counter(ehi_strbuf *b, const char *name, const char *help, uint64_t value)
 	ehi_sb_printf(b, "%s %llu\n", name, (unsigned long long) value);
 }
 
-int
-eh_render_metrics(const eh_client *c, char *buf, size_t len)
+/*
+ * The subscriptions' families: the explicit subscriptions in subscription
+ * order, then "*".
+ */
+static void
+sub_families_out(ehi_strbuf *b, const eh_client *c, ehi_sub_walk walk, int64_t now)
 {
-	ehi_strbuf	b;
-	int64_t		now = ehi_now_ms();
 	sub_values	all;
 	sub_values	one;
+	ehi_sub_view sv;
 
-	if (!c || (!buf && len > 0))
-		return -1;
+	if (c->all_stats.on)
+		all_values(c, walk, now, &all);
+	for (int f = 0; f < SUB_FAMILIES; f++)
+	{
+		family(b, sub_families[f].name, sub_families[f].type, sub_families[f].help);
+		for (const eh_sub *s = walk(c, NULL, &sv); s; s = walk(c, s, &sv))
+		{
+			if (sv.automatic)
+				continue;
+			explicit_values(&sv, now, &one);
+			sub_samples(b, (sub_family) f, &one);
+		}
+		if (c->all_stats.on)
+			sub_samples(b, (sub_family) f, &all);
+	}
+}
+
+/*
+ * eh_render_metrics(): the exposition into buf, the subscriptions walked
+ * with walk.  Returns its length (as snprintf), or -1.
+ */
+int
+ehi_stats_render(const eh_client *c, ehi_sub_walk walk, char *buf, size_t len)
+{
+	ehi_strbuf	b;
+
 	ehi_sb_init_fixed(&b, buf, len);
 	family(&b, "eventhub_client_connected", "gauge",
 		   "Whether the client's connection is up and answered its first query (1) or not (0).");
 	ehi_sb_printf(&b, "eventhub_client_connected %d\n", ehi_link_up(c));
-
-	/* The explicit subscriptions in subscription order, then "*". */
-	if (c->all.on)
-		all_values(c, now, &all);
-	for (int f = 0; f < SUB_FAMILIES; f++)
-	{
-		family(&b, sub_families[f].name, sub_families[f].type, sub_families[f].help);
-		for (const eh_sub *s = c->subs; s; s = s->next)
-		{
-			if (s->automatic)
-				continue;
-			explicit_values(s, now, &one);
-			sub_samples(&b, (sub_family) f, &one);
-		}
-		if (c->all.on)
-			sub_samples(&b, (sub_family) f, &all);
-	}
-
+	sub_families_out(&b, c, walk, ehi_now_ms());
 	family(&b, "eventhub_client_wakeups_total", "counter",
 		   "Times the client looked for new events, by source: eventhub notifications received, "
 		   "polls of the organizations' heads.");
