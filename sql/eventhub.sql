@@ -639,29 +639,27 @@ COMMENT ON FUNCTION eventhub.statements() IS
 -- writes.  Superusers, the owner and roles with BYPASSRLS see everything.
 --
 
-ALTER TABLE eventhub.organization_states ENABLE ROW LEVEL SECURITY;
-CREATE POLICY organization_states_read ON eventhub.organization_states FOR SELECT
-    USING (eventhub.has_organization_privilege(organization_id, 'read'));
-COMMENT ON POLICY organization_states_read ON eventhub.organization_states IS
-'Rows of the organizations the calling role may read.';
-
-ALTER TABLE eventhub.events ENABLE ROW LEVEL SECURITY;
-CREATE POLICY events_read ON eventhub.events FOR SELECT
-    USING (eventhub.has_organization_privilege(organization_id, 'read'));
-COMMENT ON POLICY events_read ON eventhub.events IS
-'Events of the organizations the calling role may read.';
-
-ALTER TABLE eventhub.replica_progress ENABLE ROW LEVEL SECURITY;
-CREATE POLICY replica_progress_read ON eventhub.replica_progress FOR SELECT
-    USING (eventhub.has_organization_privilege(organization_id, 'read'));
-COMMENT ON POLICY replica_progress_read ON eventhub.replica_progress IS
-'Progress on the organizations the calling role may read.';
-
-ALTER TABLE eventhub.config_splits ENABLE ROW LEVEL SECURITY;
-CREATE POLICY config_splits_read ON eventhub.config_splits FOR SELECT
-    USING (eventhub.has_organization_privilege(organization_id, 'read'));
-COMMENT ON POLICY config_splits_read ON eventhub.config_splits IS
-'Splits in the organizations the calling role may read.';
+-- The tables whose rows belong to an organization: a policy each, the same
+-- but for its comment.
+DO $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT * FROM (VALUES
+        ('organization_states', 'Rows of the organizations the calling role may read.'),
+        ('events', 'Events of the organizations the calling role may read.'),
+        ('replica_progress', 'Progress on the organizations the calling role may read.'),
+        ('config_splits', 'Splits in the organizations the calling role may read.')
+    ) AS v(tab, note)
+    LOOP
+        EXECUTE format('ALTER TABLE eventhub.%I ENABLE ROW LEVEL SECURITY', t.tab);
+        EXECUTE format('CREATE POLICY %I ON eventhub.%I FOR SELECT'
+                       ' USING (eventhub.has_organization_privilege(organization_id, %L))',
+                       t.tab || '_read', t.tab, 'read');
+        EXECUTE format('COMMENT ON POLICY %I ON eventhub.%I IS %L', t.tab || '_read', t.tab, t.note);
+    END LOOP;
+END
+$$;
 
 ALTER TABLE eventhub.replicas ENABLE ROW LEVEL SECURITY;
 CREATE POLICY replicas_read ON eventhub.replicas FOR SELECT
@@ -687,42 +685,31 @@ LANGUAGE C;
 COMMENT ON FUNCTION eventhub.protect_table() IS
 'Trigger function: refuses INSERT, UPDATE, DELETE and TRUNCATE on eventhub''s tables except from eventhub''s own functions, a superuser''s restore of a dump (COPY ... FROM with row_security off), or with eventhub.protect_tables off (superuser).';
 
-CREATE TRIGGER organization_states_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_states
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'Organizations are advanced by eventhub.publish_event() and registered by eventhub.register_organization().');
-CREATE TRIGGER events_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.events
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'Events are added by eventhub.publish_event() and removed by retention or eventhub.cleanup_events().');
-CREATE TRIGGER replicas_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.replicas
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'Replicas are registered by eventhub.heartbeat() and removed by eventhub.deregister_replica() or eventhub.remove_replica().');
-CREATE TRIGGER replica_progress_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.replica_progress
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'Progress is recorded by eventhub.heartbeat().');
-CREATE TRIGGER config_splits_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.config_splits
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'Splits are recorded by eventhub.heartbeat() and removed by maintenance.');
-CREATE TRIGGER organization_grants_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.organization_grants
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'Grants are changed by eventhub.grant_organization() and eventhub.revoke_organization().');
-CREATE TRIGGER notification_key_protect
-    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.notification_key
-    FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(
-        'The key is replaced by eventhub.rotate_notification_key().');
-
-COMMENT ON TRIGGER organization_states_protect ON eventhub.organization_states IS 'Only eventhub''s functions write this table.';
-COMMENT ON TRIGGER events_protect ON eventhub.events IS 'Only eventhub''s functions write this table.';
-COMMENT ON TRIGGER replicas_protect ON eventhub.replicas IS 'Only eventhub''s functions write this table.';
-COMMENT ON TRIGGER replica_progress_protect ON eventhub.replica_progress IS 'Only eventhub''s functions write this table.';
-COMMENT ON TRIGGER config_splits_protect ON eventhub.config_splits IS 'Only eventhub''s functions write this table.';
-COMMENT ON TRIGGER organization_grants_protect ON eventhub.organization_grants IS 'Only eventhub''s functions write this table.';
-COMMENT ON TRIGGER notification_key_protect ON eventhub.notification_key IS 'Only eventhub''s functions write this table.';
+-- Each table's trigger (TABLE_protect), its argument the message that says
+-- which functions write the table.
+DO $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT * FROM (VALUES
+        ('organization_states', 'Organizations are advanced by eventhub.publish_event() and registered by eventhub.register_organization().'),
+        ('events', 'Events are added by eventhub.publish_event() and removed by retention or eventhub.cleanup_events().'),
+        ('replicas', 'Replicas are registered by eventhub.heartbeat() and removed by eventhub.deregister_replica() or eventhub.remove_replica().'),
+        ('replica_progress', 'Progress is recorded by eventhub.heartbeat().'),
+        ('config_splits', 'Splits are recorded by eventhub.heartbeat() and removed by maintenance.'),
+        ('organization_grants', 'Grants are changed by eventhub.grant_organization() and eventhub.revoke_organization().'),
+        ('notification_key', 'The key is replaced by eventhub.rotate_notification_key().')
+    ) AS v(tab, message)
+    LOOP
+        EXECUTE format('CREATE TRIGGER %I'
+                       ' BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON eventhub.%I'
+                       ' FOR EACH STATEMENT EXECUTE FUNCTION eventhub.protect_table(%L)',
+                       t.tab || '_protect', t.tab, t.message);
+        EXECUTE format('COMMENT ON TRIGGER %I ON eventhub.%I IS %L', t.tab || '_protect', t.tab,
+                       'Only eventhub''s functions write this table.');
+    END LOOP;
+END
+$$;
 
 CREATE FUNCTION eventhub.invalidate_cache()
 RETURNS trigger
