@@ -13,17 +13,26 @@ source scripts/tally.sh
 
 names() { for f in "$@"; do basename "${f%.*}"; done; }
 
+# tallied LOG COMMAND...: runs COMMAND with its output in LOG, prints LOG and
+# counts its result lines (tally_log), and counts one failure more when
+# COMMAND failed without a failing result line (the driver itself failed).
+tallied() {
+	local log=$1 status
+	shift
+	"$@" >"$log" 2>&1
+	status=$?
+	cat "$log"
+	tally_log "$log"
+	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
+		failed=$((failed + 1))
+	fi
+}
+
 mkdir -p out
 
 # Client unit tests (payload parser, options): no server needed.
 if want unit && [ -x client/test_unit ]; then
-	client/test_unit >out/unit.log 2>&1
-	status=$?
-	cat out/unit.log
-	tally_log out/unit.log
-	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
-		failed=$((failed + 1))
-	fi
+	tallied out/unit.log client/test_unit
 fi
 
 # The source checks, one test each, their lines as comments: the
@@ -48,13 +57,7 @@ fi
 # The Prometheus rules, their unit tests and the metric names they use
 # (prometheus/): promtool only, no server.
 if want prometheus; then
-	perl regress/prometheus.pl >out/prometheus.log 2>&1
-	status=$?
-	cat out/prometheus.log
-	tally_log out/prometheus.log
-	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
-		failed=$((failed + 1))
-	fi
+	tallied out/prometheus.log perl regress/prometheus.pl
 fi
 
 if want sql; then
@@ -70,16 +73,10 @@ suite() {
 	local name=$1 driver=$2 db=$3
 	shift 3
 	[ $# -gt 0 ] || return 0
-	"$PGXS_DIR/src/test/$driver" --inputdir=regress --outputdir="out/$name" \
-		--bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" --dbname="$db" \
-		"$@" >"out/$name.log" 2>&1
-	local status=$?
-	cat "out/$name.log"
-	tally_log "out/$name.log"
-	[ -f "out/$name/regression.diffs" ] && cat "out/$name/regression.diffs"
-	if [ $status -ne 0 ] && [ "$tally_failures" -eq 0 ]; then
-		failed=$((failed + 1))	# the driver itself failed
-	fi
+	tallied "out/$name.log" "$PGXS_DIR/src/test/$driver" --inputdir=regress \
+		--outputdir="out/$name" --bindir="$PG_BINDIR" --host="$PGHOST" \
+		--port="$PGPORT" --dbname="$db" "$@"
+	[ ! -f "out/$name/regression.diffs" ] || cat "out/$name/regression.diffs"
 }
 
 suite regress regress/pg_regress contrib_regression $(names regress/sql/*.sql)
