@@ -28,6 +28,21 @@ tallied() {
 	fi
 }
 
+# one_test NAME LOG COMMAND...: runs COMMAND as one test, its output in LOG,
+# and prints "NAME ... ok", or "NAME ... FAILED" and the end of LOG.
+one_test() {
+	local name=$1 log=$2
+	shift 2
+	if "$@" >"$log" 2>&1; then
+		passed=$((passed + 1))
+		echo "$name ... ok"
+	else
+		failed=$((failed + 1))
+		echo "$name ... FAILED"
+		tail -30 "$log"
+	fi
+}
+
 mkdir -p out
 
 # Client unit tests (payload parser, options): no server needed.
@@ -134,31 +149,18 @@ fi
 
 # The demo, end to end: four replicas converge through a killed connection,
 # a server restart, a late join from a snapshot and a resync from one.
-if ! want demo; then
-	:
-elif bash scripts/demo-run.sh "$work" >out/demo.log 2>&1; then
-	passed=$((passed + 1))
-	echo "demo ... ok"
-else
-	failed=$((failed + 1))
-	echo "demo ... FAILED"
-	tail -30 out/demo.log
+if want demo; then
+	one_test demo out/demo.log bash scripts/demo-run.sh "$work"
 fi
 
 # Benchmark smoke run: the benchmark must work; its targets are not checked
 # here (make bench measures).  A few measurements at their smallest (under a
 # minute): throughput rounds, library subscribers, a catch-up, watch
 # processes, and the Go watcher and publisher, on the shared helpers.
-if ! want bench; then
-	:
-elif BENCH_SCALE=smoke BENCH_ONLY="publish latency catchup fanout go-watch go-publish" \
-	BENCH_JSON="$work/out/bench-smoke.json" bash bench/run.sh >out/bench.log 2>&1; then
-	passed=$((passed + 1))
-	echo "bench smoke ... ok"
-else
-	failed=$((failed + 1))
-	echo "bench smoke ... FAILED"
-	tail -30 out/bench.log
+if want bench; then
+	one_test "bench smoke" out/bench.log env BENCH_SCALE=smoke \
+		BENCH_ONLY="publish latency catchup fanout go-watch go-publish" \
+		BENCH_JSON="$work/out/bench-smoke.json" bash bench/run.sh
 fi
 
 tally_end suites
