@@ -9,51 +9,60 @@
 #include "cli_options.h"
 
 /*
+ * The well-formed UTF-8 sequences of two bytes or more, by their first
+ * byte (Unicode's table 3-7): their length and the bytes the second may
+ * be (the ones after it are 0x80 to 0xBF).  The narrow second bytes keep
+ * out overlong forms (E0, F0), surrogates (ED) and code points above
+ * U+10FFFF (F4).
+ */
+static const struct
+{
+	unsigned char first_lo,
+				first_hi;
+	int			len;
+	unsigned char second_lo,
+				second_hi;
+}			utf8_forms[] = {
+	{0xC2, 0xDF, 2, 0x80, 0xBF},
+	{0xE0, 0xE0, 3, 0xA0, 0xBF},
+	{0xE1, 0xEC, 3, 0x80, 0xBF},
+	{0xED, 0xED, 3, 0x80, 0x9F},
+	{0xEE, 0xEF, 3, 0x80, 0xBF},
+	{0xF0, 0xF0, 4, 0x90, 0xBF},
+	{0xF1, 0xF3, 4, 0x80, 0xBF},
+	{0xF4, 0xF4, 4, 0x80, 0x8F},
+};
+
+/*
  * Decodes one UTF-8 character at s into *cp; returns its length in bytes,
- * or 0 when s does not start a well-formed one (overlong forms, surrogates
- * and code points above U+10FFFF are not).
+ * or 0 when s does not start a well-formed one (see utf8_forms).
  */
 static int
 utf8_decode(const unsigned char *s, uint32_t *cp)
 {
-	int			len;
-	unsigned char lo = 0x80,
-				hi = 0xBF;
-
 	if (s[0] < 0x80)
 	{
 		*cp = s[0];
 		return 1;
 	}
-	if (s[0] >= 0xC2 && s[0] <= 0xDF)
-		len = 2, *cp = s[0] & 0x1F;
-	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+	for (size_t f = 0; f < sizeof(utf8_forms) / sizeof(utf8_forms[0]); f++)
 	{
-		len = 3, *cp = s[0] & 0x0F;
-		if (s[0] == 0xE0)
-			lo = 0xA0;
-		else if (s[0] == 0xED)
-			hi = 0x9F;
-	}
-	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
-	{
-		len = 4, *cp = s[0] & 0x07;
-		if (s[0] == 0xF0)
-			lo = 0x90;
-		else if (s[0] == 0xF4)
-			hi = 0x8F;
-	}
-	else
-		return 0;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (int i = 1; i < len; i++)
-	{
-		if (i > 1 && (s[i] < 0x80 || s[i] > 0xBF))
+		int			len = utf8_forms[f].len;
+
+		if (s[0] < utf8_forms[f].first_lo || s[0] > utf8_forms[f].first_hi)
+			continue;
+		if (s[1] < utf8_forms[f].second_lo || s[1] > utf8_forms[f].second_hi)
 			return 0;
-		*cp = (*cp << 6) | (s[i] & 0x3F);
+		*cp = s[0] & (0x7F >> len);
+		for (int i = 1; i < len; i++)
+		{
+			if (i > 1 && (s[i] < 0x80 || s[i] > 0xBF))
+				return 0;
+			*cp = (*cp << 6) | (s[i] & 0x3F);
+		}
+		return len;
 	}
-	return len;
+	return 0;
 }
 
 /*

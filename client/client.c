@@ -132,6 +132,29 @@ canonical_uuid(const char *str, char out[EH_VERSION_ID_LEN + 1])
 }
 
 /*
+ * Refuses a call made from inside a callback (error set); call names it
+ * in the message.
+ */
+static int
+refuse_in_callback(eh_client *c, const char *call)
+{
+	if (!c->in_callback)
+		return EH_OK;
+	ehi_set_error(c, "%s cannot be called from a callback", call);
+	return EH_ERR_ARGUMENT;
+}
+
+/* Refuses EH_FROM_SNAPSHOT without a snapshot callback (error set). */
+static int
+check_snapshot_callback(eh_client *c, int64_t from)
+{
+	if (from != EH_FROM_SNAPSHOT || c->cb.snapshot)
+		return EH_OK;
+	ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
+	return EH_ERR_ARGUMENT;
+}
+
+/*
  * eh_subscribe_at()'s arguments, checked (error set); version gets
  * after_version in canonical form ("" without one).
  */
@@ -139,11 +162,8 @@ static int
 check_subscribe_args(eh_client *c, const char *org, int64_t after_revision,
 					 const char *after_version, char version[EH_VERSION_ID_LEN + 1])
 {
-	if (c->in_callback)
-	{
-		ehi_set_error(c, "eh_subscribe cannot be called from a callback");
+	if (refuse_in_callback(c, "eh_subscribe") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	if (ehi_check_id(c, "organization id", org) != EH_OK)
 		return EH_ERR_ARGUMENT;
 	if (after_revision < EH_FROM_SNAPSHOT)
@@ -152,11 +172,8 @@ check_subscribe_args(eh_client *c, const char *org, int64_t after_revision,
 					  (long long) after_revision);
 		return EH_ERR_ARGUMENT;
 	}
-	if (after_revision == EH_FROM_SNAPSHOT && !c->cb.snapshot)
-	{
-		ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
+	if (check_snapshot_callback(c, after_revision) != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	if (after_version && (after_revision < 0 || !canonical_uuid(after_version, version)))
 	{
 		ehi_set_error(c, after_revision < 0 ?
@@ -204,22 +221,16 @@ eh_subscribe_all(eh_client *c, int64_t from)
 {
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	if (c->in_callback)
-	{
-		ehi_set_error(c, "eh_subscribe_all cannot be called from a callback");
+	if (refuse_in_callback(c, "eh_subscribe_all") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	if (from != 0 && from != EH_FROM_HEAD && from != EH_FROM_SNAPSHOT)
 	{
 		ehi_set_error(c, "eh_subscribe_all starts from 0, EH_FROM_HEAD or EH_FROM_SNAPSHOT, not %lld",
 					  (long long) from);
 		return EH_ERR_ARGUMENT;
 	}
-	if (from == EH_FROM_SNAPSHOT && !c->cb.snapshot)
-	{
-		ehi_set_error(c, "EH_FROM_SNAPSHOT needs a snapshot callback (eh_set_snapshot_callback)");
+	if (check_snapshot_callback(c, from) != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	if (ehi_discovery_start(c, from) != 0)
 	{
 		ehi_set_error(c, "already following every organization");
@@ -237,11 +248,8 @@ eh_unsubscribe(eh_client *c, const char *org)
 
 	if (!c || !org)
 		return EH_ERR_ARGUMENT;
-	if (c->in_callback)
-	{
-		ehi_set_error(c, "eh_unsubscribe cannot be called from a callback");
+	if (refuse_in_callback(c, "eh_unsubscribe") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	s = ehi_find_sub(c, org);
 	if (!s || s->automatic)
 	{
@@ -301,11 +309,8 @@ eh_process(eh_client *c)
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	if (c->in_callback)
-	{
-		ehi_set_error(c, "eh_process cannot be called from a callback");
+	if (refuse_in_callback(c, "eh_process") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	if (c->deferred_error)
 	{
 		/* An error of a call that returned the events it delivered. */
@@ -429,11 +434,8 @@ eh_publish_send(eh_client *c, const char *org, const char *event_type, const cha
 
 	if (!c)
 		return EH_ERR_ARGUMENT;
-	if (c->in_callback)
-	{
-		ehi_set_error(c, "eh_publish cannot be called from a callback");
+	if (refuse_in_callback(c, "eh_publish") != EH_OK)
 		return EH_ERR_ARGUMENT;
-	}
 	if (c->publish.state != PUBLISH_NONE)
 	{
 		ehi_set_error(c, "a publish is already under way: take its result with eh_publish_result()");

@@ -215,9 +215,8 @@ main(int argc, char **argv)
 				" | CONNINFO snapshot ORG AFTER [BATCH_SIZE [KILL]]\n");
 		return 2;
 	}
-	c = eh_client_new(argv[1]);
-	if (!c || eh_set_poll_interval(c, 60000) != EH_OK)
-		return fail(c, "setup");
+	if (!(c = test_client_new(argv[1])))
+		return 1;
 	if (strcmp(argv[2], "stop") == 0)
 		rc = run_stop(c, argv[3], atoi(argv[4]));
 	else if (strcmp(argv[2], "txn") == 0)

@@ -1,8 +1,8 @@
 /*
  * test_common.h: what the client's test programs that drive a server
  * (test_callbacks.c, test_notifications.c, test_publish.c,
- * test_nonblock.c) share: a monotonic clock in
- * milliseconds and the way they report a failed call.  Header only, so
+ * test_nonblock.c) share: a monotonic clock in milliseconds, the way they
+ * report a failed call and the setup of their client.  Header only, so
  * that the programs link as before and no object joins the library's.
  */
 #ifndef EVENTHUB_TEST_COMMON_H
@@ -44,6 +44,24 @@ fail(eh_client *c, const char *what)
 {
 	fprintf(stderr, "%s: %s\n", what, c ? eh_error_message(c) : "out of memory");
 	return 1;
+}
+
+/*
+ * A client for conninfo with the poll interval the tests that wait by
+ * hand use (a minute); NULL after saying on stderr why there is none.
+ */
+static inline eh_client *
+test_client_new(const char *conninfo)
+{
+	eh_client  *c = eh_client_new(conninfo);
+
+	if (!c || eh_set_poll_interval(c, 60000) != EH_OK)
+	{
+		fail(c, "setup");
+		eh_client_free(c);
+		return NULL;
+	}
+	return c;
 }
 
 #endif

@@ -242,9 +242,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: test_notifications CONNINFO rotate ORG COUNT | CONNINFO discover ORG\n");
 		return 2;
 	}
-	c = eh_client_new(argv[1]);
-	if (!c || eh_set_poll_interval(c, 60000) != EH_OK)
-		return fail(c, "setup");
+	if (!(c = test_client_new(argv[1])))
+		return 1;
 	if (strcmp(argv[2], "rotate") == 0)
 		rc = run_rotate(c, argv[1], argv[3], atoi(argv[4]));
 	else

@@ -90,9 +90,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: test_publish CONNINFO ORG\n");
 		return 2;
 	}
-	c = eh_client_new(argv[1]);
-	if (!c || eh_set_poll_interval(c, 60000) != EH_OK)
-		return fail(c, "setup");
+	if (!(c = test_client_new(argv[1])))
+		return 1;
 	rc = run_publish(c, argv[2]);
 	eh_client_free(c);
 	return rc;
