@@ -255,11 +255,17 @@ ReceiverDestroy(DestReceiver *self)
 {
 }
 
-/* The parameters of a read query: org ($1), after_revision ($2), limit ($3). */
-static ParamListInfo
-ReadParams(ReadRequest *req, Oid limit_type, Datum limit)
+/*
+ * Runs a read query, statement s with org ($1), after_revision ($2) and
+ * limit ($3), into dest.
+ */
+static void
+RunRead(EventhubPlan *plan, const EventhubStatement *s, ReadRequest *req,
+		Oid limit_type, Datum limit, DestReceiver *dest)
 {
 	ParamListInfo params = makeParamList(3);
+	SPIExecuteOptions options;
+	int			ret;
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -272,7 +278,14 @@ ReadParams(ReadRequest *req, Oid limit_type, Datum limit)
 	params->params[1].ptype = INT8OID;
 	params->params[2].value = limit;
 	params->params[2].ptype = limit_type;
-	return params;
+
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = true;
+	options.dest = dest;
+	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(plan, s), &options);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
 }
 
 /*
@@ -287,8 +300,6 @@ events_since(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ReadRequest req;
 	EventsReceiver receiver;
-	SPIExecuteOptions options;
-	int			ret;
 
 	CheckReadArguments(fcinfo, &req);
 	EventhubCheckOrgPrivilege(req.org, EVENTHUB_PRIV_READ);
@@ -308,14 +319,8 @@ events_since(PG_FUNCTION_ARGS)
 	receiver.store = rsinfo->setResult;
 	receiver.expected = req.after + 1;
 
-	memset(&options, 0, sizeof(options));
-	options.params = ReadParams(&req, INT4OID, Int32GetDatum(req.max_events));
-	options.read_only = true;
-	options.dest = (DestReceiver *) &receiver;
-	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan, &EventhubSqlReadEventsSince),
-									&options);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
+	RunRead(&plan, &EventhubSqlReadEventsSince, &req, INT4OID, Int32GetDatum(req.max_events),
+			(DestReceiver *) &receiver);
 
 	/* A short batch must end at the head. */
 	if (receiver.returned < (uint64) req.max_events && receiver.expected <= req.head)
@@ -501,8 +506,6 @@ transactions_since(PG_FUNCTION_ARGS)
 	ReadRequest req;
 	int64		max_bytes = 0;
 	TransactionsReceiver receiver;
-	SPIExecuteOptions options;
-	int			ret;
 
 	CheckReadArguments(fcinfo, &req);
 	max_bytes = EventhubMaxBytesArgument(fcinfo, 4);
@@ -518,15 +521,9 @@ transactions_since(PG_FUNCTION_ARGS)
 
 	InitTransactionsReceiver(&receiver, rsinfo, &req, max_bytes);
 
-	memset(&options, 0, sizeof(options));
 	/* max_events rows, and one more that tells whether the last ended its transaction */
-	options.params = ReadParams(&req, INT8OID, Int64GetDatum((int64) req.max_events + 1));
-	options.read_only = true;
-	options.dest = (DestReceiver *) &receiver;
-	ret = SPI_execute_plan_extended(EventhubKeptGenericPlan(&plan, &EventhubSqlReadTransactionsSince),
-									&options);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "eventhub: reading events failed: %s", SPI_result_code_string(ret));
+	RunRead(&plan, &EventhubSqlReadTransactionsSince, &req,
+			INT8OID, Int64GetDatum((int64) req.max_events + 1), (DestReceiver *) &receiver);
 
 	/*
 	 * With no next row, the last one ended its transaction at the head.  A
