@@ -351,21 +351,17 @@ run_maintenance(PG_FUNCTION_ARGS)
  * and returns the number of rows deleted.
  */
 static int64
-DeleteEvents(EventhubPlan *keep_cache, const EventhubStatement *keep,
-			 EventhubPlan *all_cache, const EventhubStatement *all, Datum *values)
+DeleteEvents(const EventhubStatement *keep, const EventhubStatement *all, Datum *values)
 {
+	static EventhubPlan plan;
 	int			ret;
 	int64		deleted;
 	bool		isnull;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ForgetPlan(keep_cache);
-	ForgetPlan(all_cache);
-	if (eventhub_compaction)
-		ret = EventhubExecuteAsOwner(keep_cache, keep, values, NULL, 0);
-	else
-		ret = EventhubExecuteAsOwner(all_cache, all, values, NULL, 0);
+	ForgetPlan(&plan);
+	ret = EventhubExecuteAsOwner(&plan, eventhub_compaction ? keep : all, values, NULL, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eventhub: deleting events failed: %s", SPI_result_code_string(ret));
 	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -383,8 +379,6 @@ DeleteEvents(EventhubPlan *keep_cache, const EventhubStatement *keep,
 Datum
 cleanup_events_before(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan keep_plan;
-	static EventhubPlan all_plan;
 	Datum		values[1];
 
 	if (PG_ARGISNULL(0))
@@ -392,8 +386,8 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("older_than must not be null")));
 	values[0] = PG_GETARG_DATUM(0);
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, &EventhubSqlRetentionCleanupBefore,
-								 &all_plan, &EventhubSqlRetentionCleanupBeforeNoCompaction, values));
+	PG_RETURN_INT64(DeleteEvents(&EventhubSqlRetentionCleanupBefore,
+								 &EventhubSqlRetentionCleanupBeforeNoCompaction, values));
 }
 
 /*
@@ -406,8 +400,6 @@ cleanup_events_before(PG_FUNCTION_ARGS)
 Datum
 cleanup_events_range(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan keep_plan;
-	static EventhubPlan all_plan;
 	Datum		values[3];
 
 	if (PG_ARGISNULL(0))
@@ -429,8 +421,8 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
 	values[2] = PG_GETARG_DATUM(2);
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, &EventhubSqlRetentionCleanupRange,
-								 &all_plan, &EventhubSqlRetentionCleanupRangeNoCompaction, values));
+	PG_RETURN_INT64(DeleteEvents(&EventhubSqlRetentionCleanupRange,
+								 &EventhubSqlRetentionCleanupRangeNoCompaction, values));
 }
 
 /*
@@ -443,8 +435,6 @@ cleanup_events_range(PG_FUNCTION_ARGS)
 Datum
 cleanup_events_before_revision(PG_FUNCTION_ARGS)
 {
-	static EventhubPlan keep_plan;
-	static EventhubPlan all_plan;
 	Datum		values[2];
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -459,6 +449,6 @@ cleanup_events_before_revision(PG_FUNCTION_ARGS)
 				 errhint("Revisions start at 1: before_revision 1 deletes nothing, the head revision plus one deletes every kept event.")));
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-	PG_RETURN_INT64(DeleteEvents(&keep_plan, &EventhubSqlRetentionCleanupBeforeRevision,
-								 &all_plan, &EventhubSqlRetentionCleanupBeforeRevisionNoCompaction, values));
+	PG_RETURN_INT64(DeleteEvents(&EventhubSqlRetentionCleanupBeforeRevision,
+								 &EventhubSqlRetentionCleanupBeforeRevisionNoCompaction, values));
 }
