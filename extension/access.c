@@ -474,19 +474,15 @@ revoke_organization(PG_FUNCTION_ARGS)
 /*
  * Runs one of the statements below that remove what dropped roles left
  * behind, as the owner, with role as $1 when it is valid, and fails unless
- * SPI returned expected; what names the rows in the error.
+ * SPI returned expected; what names the step in the error.
  */
 static void
 RemoveAsOwner(EventhubPlan *plan, const EventhubStatement *statement, Oid role, int expected,
 			  const char *what)
 {
 	Datum		values[1] = {ObjectIdGetDatum(role)};
-	int			ret;
 
-	ret = EventhubExecuteAsOwner(plan, statement, values, NULL, 0);
-	if (ret != expected)
-		elog(ERROR, "eventhub: removing the %s failed: %s",
-			 what, SPI_result_code_string(ret));
+	EventhubRunAsOwner(plan, statement, values, expected, what);
 }
 
 /*
@@ -504,7 +500,7 @@ EventhubRemoveDroppedRoles(void)
 	static EventhubPlan replicas_plan;
 	int64		removed = 0;
 
-	RemoveAsOwner(&grants_plan, &EventhubSqlAccessRemoveGrantsOfDroppedRoles, InvalidOid, SPI_OK_SELECT, "grants of dropped roles");
+	RemoveAsOwner(&grants_plan, &EventhubSqlAccessRemoveGrantsOfDroppedRoles, InvalidOid, SPI_OK_SELECT, "removing the grants of dropped roles");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
@@ -520,7 +516,7 @@ EventhubRemoveDroppedRoles(void)
 	}
 
 	/* Owner 0: registered before 0.2.0, claimed by its next heartbeat. */
-	RemoveAsOwner(&replicas_plan, &EventhubSqlAccessRemoveReplicasOfDroppedRoles, InvalidOid, SPI_OK_DELETE_RETURNING, "replicas of dropped roles");
+	RemoveAsOwner(&replicas_plan, &EventhubSqlAccessRemoveReplicasOfDroppedRoles, InvalidOid, SPI_OK_DELETE_RETURNING, "removing the replicas of dropped roles");
 	for (uint64 i = 0; i < SPI_processed; i++)
 		ereport(LOG,
 				(errmsg("eventhub removed replica \"%s\" of dropped role %s",
@@ -553,9 +549,9 @@ EventhubRoleDropped(Oid role)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	RemoveAsOwner(&grants_plan, &EventhubSqlAccessRemoveGrantsOfRole, role, SPI_OK_DELETE, "grants of a dropped role");
+	RemoveAsOwner(&grants_plan, &EventhubSqlAccessRemoveGrantsOfRole, role, SPI_OK_DELETE, "removing the grants of a dropped role");
 	grants_removed = SPI_processed;
-	RemoveAsOwner(&replicas_plan, &EventhubSqlAccessRemoveReplicasOfRole, role, SPI_OK_DELETE, "replicas of a dropped role");
+	RemoveAsOwner(&replicas_plan, &EventhubSqlAccessRemoveReplicasOfRole, role, SPI_OK_DELETE, "removing the replicas of a dropped role");
 	if (grants_removed > 0 || SPI_processed > 0)
 		ereport(LOG,
 				(errmsg("eventhub removed " UINT64_FORMAT " organization grants and " UINT64_FORMAT " replicas of dropped role %u",

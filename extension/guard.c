@@ -187,6 +187,21 @@ EventhubExecuteAsOwner(EventhubPlan *cache, const EventhubStatement *s,
 }
 
 /*
+ * The same, for a statement whose result the caller reads only from
+ * SPI_processed and SPI_tuptable: fails unless SPI returned expected, the
+ * error saying that what (e.g. "removing a replica") failed.
+ */
+void
+EventhubRunAsOwner(EventhubPlan *cache, const EventhubStatement *s,
+				   Datum *values, int expected, const char *what)
+{
+	int			ret = EventhubExecuteAsOwner(cache, s, values, NULL, 0);
+
+	if (ret != expected)
+		elog(ERROR, "eventhub: %s failed: %s", what, SPI_result_code_string(ret));
+}
+
+/*
  * The role eventhub's functions act for: the one that called the function
  * now running (the current user, before it took the owner's rights).
  */

@@ -16,5 +16,7 @@ extern void EventhubAsOwner(EventhubOwnerWork work, void *arg);
 extern Oid	EventhubCallingRole(void);
 extern int	EventhubExecuteAsOwner(EventhubPlan *cache, const EventhubStatement *s,
 								   Datum *values, const char *nulls, long count);
+extern void EventhubRunAsOwner(EventhubPlan *cache, const EventhubStatement *s,
+							   Datum *values, int expected, const char *what);
 
 #endif							/* EVENTHUB_GUARD_H */

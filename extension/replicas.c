@@ -335,7 +335,6 @@ DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 	Datum		replica_id;
 	bool		found;
 	bool		isnull;
-	int			ret;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -345,9 +344,8 @@ DeleteReplica(FunctionCallInfo fcinfo, bool check_owner)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlReplicasDeleteReplica, &replica_id, NULL, 0);
-	if (ret != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "eventhub: removing a replica failed: %s", SPI_result_code_string(ret));
+	EventhubRunAsOwner(&plan, &EventhubSqlReplicasDeleteReplica, &replica_id,
+					   SPI_OK_DELETE_RETURNING, "removing a replica");
 	found = SPI_processed == 1;
 	/* The error rolls the delete back. */
 	if (found && check_owner)
@@ -375,12 +373,9 @@ int64
 EventhubForgetSettledSplits(void)
 {
 	static EventhubPlan plan;
-	int			ret;
 
-	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlReplicasForgetSettledSplits, NULL, NULL, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "eventhub: removing settled configuration splits failed: %s",
-			 SPI_result_code_string(ret));
+	EventhubRunAsOwner(&plan, &EventhubSqlReplicasForgetSettledSplits, NULL,
+					   SPI_OK_DELETE, "removing settled configuration splits");
 	return (int64) SPI_processed;
 }
 

@@ -300,14 +300,11 @@ EventhubRemoveStaleReplicas(void)
 {
 	static EventhubPlan plan;
 	Datum		values[1];
-	int			ret;
 
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) eventhub_replica_ttl * 2 * USECS_PER_SEC);
-	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlRetentionRemoveStaleReplicas, values, NULL, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "eventhub: removing stale replicas failed: %s",
-			 SPI_result_code_string(ret));
+	EventhubRunAsOwner(&plan, &EventhubSqlRetentionRemoveStaleReplicas, values,
+					   SPI_OK_DELETE, "removing stale replicas");
 	return (int64) SPI_processed;
 }
 

@@ -176,7 +176,6 @@ declare_full_state(PG_FUNCTION_ARGS)
 	Datum		org;
 	int64		after;
 	int64		head = 0;
-	int			ret;
 
 	EventhubRequireCurrentSchema();
 	org = EventhubRequiredTextArg(fcinfo, 0, "organization_id", EVENTHUB_MAX_ID_BYTES);
@@ -198,9 +197,8 @@ declare_full_state(PG_FUNCTION_ARGS)
 		elog(ERROR, "eventhub: SPI_connect failed");
 	values[0] = org;
 	values[1] = Int64GetDatum(after);
-	ret = EventhubExecuteAsOwner(&plan, &EventhubSqlSnapshotDeclareFullState, values, NULL, 0);
-	if (ret != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "eventhub: declaring the full state failed: %s", SPI_result_code_string(ret));
+	EventhubRunAsOwner(&plan, &EventhubSqlSnapshotDeclareFullState, values,
+					   SPI_OK_UPDATE_RETURNING, "declaring the full state");
 	if (SPI_processed == 1)
 	{
 		bool		isnull;
