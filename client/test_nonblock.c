@@ -15,6 +15,7 @@
  * reconnects (ms and counts).
  */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "test_common.h"
@@ -27,6 +28,31 @@ on_event(eh_client *client, const eh_event *ev, void *arg)
 	printf("event %lld\n", (long long) ev->revision);
 	fflush(stdout);
 	return 0;
+}
+
+/* The client under test: short timeouts, ORG from its head, a replica if named. */
+static bool
+set_up(eh_client *c, int argc, char **argv)
+{
+	return eh_set_event_callback(c, on_event, NULL) == EH_OK &&
+		eh_set_query_timeout(c, 1000) == EH_OK && eh_set_close_timeout(c, 500) == EH_OK &&
+		eh_set_reconnect_backoff(c, 50, 200) == EH_OK && eh_set_poll_interval(c, 200) == EH_OK &&
+		eh_subscribe(c, argv[3], EH_FROM_HEAD) == EH_OK &&
+		(argc != 5 || (eh_set_replica(c, argv[4], NULL, NULL) == EH_OK &&
+					   eh_set_heartbeat_interval(c, 200) == EH_OK));
+}
+
+/* Frees the client and prints what the run measured and counted. */
+static void
+report(eh_client *c, double longest)
+{
+	unsigned long long events = eh_stat(c, EH_STAT_EVENTS_DELIVERED);
+	unsigned long long reconnects = eh_stat(c, EH_STAT_RECONNECTS);
+	double		t0 = now_ms();
+
+	eh_client_free(c);
+	printf("longest_process_ms=%.1f free_ms=%.1f events=%llu reconnects=%llu\n",
+		   longest, now_ms() - t0, events, reconnects);
 }
 
 int
@@ -46,12 +72,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	c = eh_client_new(argv[1]);
-	if (!c || eh_set_event_callback(c, on_event, NULL) != EH_OK ||
-		eh_set_query_timeout(c, 1000) != EH_OK || eh_set_close_timeout(c, 500) != EH_OK ||
-		eh_set_reconnect_backoff(c, 50, 200) != EH_OK || eh_set_poll_interval(c, 200) != EH_OK ||
-		eh_subscribe(c, argv[3], EH_FROM_HEAD) != EH_OK ||
-		(argc == 5 && (eh_set_replica(c, argv[4], NULL, NULL) != EH_OK ||
-					   eh_set_heartbeat_interval(c, 200) != EH_OK)))
+	if (!c || !set_up(c, argc, argv))
 		return fail(c, "setup failed");
 	end = now_ms() + atof(argv[2]) * 1000;
 	while (!stop && now_ms() < end)
@@ -93,14 +114,6 @@ main(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
-	{
-		unsigned long long events = eh_stat(c, EH_STAT_EVENTS_DELIVERED);
-		unsigned long long reconnects = eh_stat(c, EH_STAT_RECONNECTS);
-
-		t0 = now_ms();
-		eh_client_free(c);
-		printf("longest_process_ms=%.1f free_ms=%.1f events=%llu reconnects=%llu\n",
-			   longest, now_ms() - t0, events, reconnects);
-	}
+	report(c, longest);
 	return 0;
 }
