@@ -24,9 +24,12 @@ OBJS = \
 	extension/replicas.o \
 	extension/retention.o \
 	extension/snapshot.o \
+	extension/standby_waker.o \
 	extension/statement_list.o \
 	extension/statements.o \
 	extension/statements_retention.o \
+	extension/wait.o \
+	extension/waiters.o \
 	extension/worker.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)

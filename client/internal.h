@@ -16,7 +16,8 @@
  * (cfg, cb), read by every file; the link's fields, which the files above
  * link.c set for the query they send (the keys' fields are keys.c's); the
  * LISTEN state (listen), which keys.c, notifications.c and state_poll.c
- * read; and a subscription's record (eh_sub), shared by the delivery files
+ * read; whether waits work (wait.works), which link.c reads for the poll
+ * interval; and a subscription's record (eh_sub), shared by the delivery files
  * from rows.c up (its list is subscriptions.c's alone).
  *
  *	  layer: json.c		 the notification payload, JSON quoting
@@ -52,6 +53,8 @@
  *	  layer: notifications.c	draining notifications; delivering the events
  *						 they carry
  *	  layer: delivery.c	 which delivery query goes next; whose answer is whose
+ *	  layer: wait.c		 waiting for events without LISTEN (wait):
+ *						 eventhub.wait_for_events(), where LISTEN cannot reach
  *	  layer: registry.c	 the replica registry (replica): heartbeats,
  *						 deregistration
  *	  layer: session.c	 the session (listen, publish): the drive loop, the
@@ -165,7 +168,8 @@ typedef enum op_kind
 	OP_SNAP_BEGIN,				/* BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY */
 	OP_SNAP_HEAD,				/* eventhub.snapshot_head() */
 	OP_SNAP_PAGE,				/* a page of eventhub.snapshot_entities() */
-	OP_SNAP_END					/* COMMIT, or ROLLBACK after a failure */
+	OP_SNAP_END,				/* COMMIT, or ROLLBACK after a failure */
+	OP_WAIT						/* CALL eventhub.wait_for_events() */
 } op_kind;
 
 /* The statements prepared on connections that keep their session. */
@@ -249,6 +253,13 @@ typedef struct ehi_listen
 	int			probe_sent;		/* its NOTIFY is out */
 	int64_t		probe_deadline; /* monotonic ms */
 } ehi_listen;
+
+/* wait.c: waiting without LISTEN. */
+typedef struct ehi_wait
+{
+	int			works;			/* a wait answered on this connection */
+	int			unusable;		/* the server refused to wait: poll */
+} ehi_wait;
 
 /* discovery.c: eh_subscribe_all(). */
 #define EHI_UNKNOWN_TOKENS 64
@@ -351,6 +362,7 @@ struct eh_client
 	ehi_callbacks cb;			/* settings.c */
 	ehi_link	link;			/* link.c */
 	ehi_listen	listen;			/* session.c */
+	ehi_wait	wait;			/* wait.c */
 
 	/* subscriptions.c */
 	eh_sub	   *subs;			/* in subscription order */
@@ -515,6 +527,11 @@ void		ehi_drain_notifications(eh_client *c);
 int			ehi_next_catalog_query(eh_client *c);
 int			ehi_handle_delivery(eh_client *c, op_kind op, eh_sub *sub, PGresult *res);
 int			ehi_work_pending(const eh_client *c);
+
+/* wait.c */
+void		ehi_wait_reset(eh_client *c);
+int			ehi_send_wait(eh_client *c, int64_t until);
+void		ehi_handle_wait(eh_client *c, PGresult *res);
 
 /* registry.c */
 int			ehi_heartbeat_due(const eh_client *c);

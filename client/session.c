@@ -120,6 +120,7 @@ handle_hello(eh_client *c, PGresult *res)
 	ehi_keys_again(c);
 	c->link.events_channel = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	c->link.next_poll_at = 0;
+	ehi_wait_reset(c);
 	ehi_heartbeat_now(c);
 	choose_listening(c, strcmp(PQgetvalue(res, 0, 0), "t") == 0);
 }
@@ -298,6 +299,22 @@ handle_publish(eh_client *c, PGresult *res)
 	publish_done(c, EH_ERR_SERVER, -1);
 }
 
+/* The earlier of at and next (0 in next: none). */
+static int64_t
+earlier(int64_t at, int64_t next)
+{
+	return next && next < at ? next : at;
+}
+
+/* When the idle connection has timed work next: a poll, a discovery, a heartbeat. */
+static int64_t
+idle_until(const eh_client *c)
+{
+	int64_t		at = earlier(c->link.next_poll_at, ehi_discovery_due_at(c));
+
+	return ehi_heartbeat_route(c) == 1 ? earlier(at, ehi_heartbeat_next_at(c)) : at;
+}
+
 /* ------------------------------------------------------------ dispatch */
 
 static void
@@ -354,6 +371,9 @@ dispatch(eh_client *c, op_kind op, eh_sub *sub, PGresult *res)
 		case OP_SNAP_END:
 			ehi_handle_snapshot(c, op, res);
 			break;
+		case OP_WAIT:
+			ehi_handle_wait(c, res);
+			break;
 	}
 	PQclear(res);
 }
@@ -394,7 +414,9 @@ next_query(eh_client *c)
 	}
 	if ((rc = ehi_next_snapshot_query(c, ehi_sub_wanting_snapshot(c))) != 0)
 		return rc;
-	return ehi_next_fetch(c);
+	if ((rc = ehi_next_fetch(c)) != 0)
+		return rc;
+	return ehi_send_wait(c, idle_until(c));
 }
 
 /* What drive_connection() does after a step of it. */
@@ -526,13 +548,6 @@ side_work(int64_t at, int64_t now, int all_sockets)
 	return all_sockets || at < now + SIDE_WORK_POLL_MS ? at : now + SIDE_WORK_POLL_MS;
 }
 
-/* The earlier of at and next (0 in next: none). */
-static int64_t
-earlier(int64_t at, int64_t next)
-{
-	return next && next < at ? next : at;
-}
-
 /*
  * Milliseconds until eh_process() has timed work to do.  all_sockets: the
  * caller waits on every socket of ehi_sockets(), not only the client's
@@ -576,9 +591,7 @@ ehi_timeout_ms(const eh_client *c, int all_sockets)
 			}
 			if (ehi_work_pending(c) || c->listen.mode == LISTEN_STARTING)
 				return 0;
-			at = earlier(c->link.next_poll_at, ehi_discovery_due_at(c));
-			if (ehi_heartbeat_route(c) == 1)
-				at = earlier(at, ehi_heartbeat_next_at(c));
+			at = idle_until(c);
 			break;
 	}
 	if (c->publish.state == PUBLISH_QUEUED)

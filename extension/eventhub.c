@@ -18,6 +18,8 @@
  *	  layer: common.c		helpers every file uses: installed version, owner,
  *							table lookups, argument checks, kept plans
  *	  layer: metrics.c		the counters in shared memory, counted at commit
+ *	  layer: waiters.c		the sessions waiting in wait_for_events, in
+ *							shared memory, and the calls that wake them
  *	  layer: guard.c		the write guard: statements run as the extension
  *							owner (EventhubAsOwner), the triggers that refuse
  *							others
@@ -31,6 +33,8 @@
  *	  layer: publish.c		publish_event and register_organization
  *	  layer: read.c			events_since and transactions_since, the read
  *							cursor
+ *	  layer: wait.c			wait_for_events: waiting without LISTEN
+ *	  layer: standby_waker.c the worker that wakes waiters on a hot standby
  *	  layer: snapshot.c		snapshot_head, snapshot_entities, declare_full_state
  *	  layer: heartbeat_args.c what a heartbeat reports, checked
  *	  layer: replicas.c		the replica registry: heartbeat and its kin
@@ -57,6 +61,8 @@
 #include "notify_key.h"
 #include "notify_queue.h"
 #include "notifier.h"
+#include "standby_waker.h"
+#include "waiters.h"
 #include "retention.h"
 #include "worker.h"
 #include "metrics_report.h"
@@ -105,6 +111,7 @@ _PG_init(void)
 	EventhubDefineCommonSettings();
 	EventhubDefineGuardSettings();
 	EventhubDefineNotifierSettings();
+	EventhubDefineStandbyWakerSettings();
 	EventhubDefineRetentionSettings();
 	EventhubDefineWorkerSettings();
 	EventhubDefineMetricsReportSettings();
@@ -122,6 +129,7 @@ _PG_init(void)
 	{
 		EventhubNotifyShmemInit();
 		EventhubMetricsShmemInit();
+		EventhubWaitersShmemInit();
 		EventhubRegisterWorkers();
 	}
 }

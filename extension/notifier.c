@@ -36,6 +36,7 @@
 
 #include "common.h"
 #include "metrics.h"
+#include "waiters.h"
 #include "notify_key.h"
 #include "notify_queue.h"
 #include "notify.h"
@@ -295,6 +296,7 @@ TakeQueued(int *n)
 
 		if (!ours)
 			continue;
+		EventhubWakeOrganization(MyDatabaseId, a.orghash);
 		p = hash_search(pending, a.token, HASH_ENTER, &found);
 		if (!found)
 		{
@@ -329,6 +331,7 @@ NotifyPollAll(uint64 dropped, uint64 dropped_seen)
 						dropped - dropped_seen),
 				 errdetail("Clients were told to poll instead.")));
 	}
+	EventhubWakeDatabase(MyDatabaseId);
 	EventhubFormatPayload(&payload, zero_token, &zero_version, NULL);
 	Async_Notify(EVENTHUB_CHANNEL, payload.data);
 	Async_Notify(EVENTHUB_EVENTS_CHANNEL, payload.data);

@@ -53,6 +53,7 @@
 
 #include "common.h"
 #include "metrics.h"
+#include "waiters.h"
 #include "notify_key.h"
 #include "notify_queue.h"
 #include "notify.h"
@@ -129,6 +130,7 @@ QueuePublished(void)
 		a.first_revision = p->first_revision;
 		a.last_revision = p->levels[p->depth - 1].revision;
 		orglen = strlen(p->organization);
+		a.orghash = EventhubOrganizationHash(p->organization, orglen);
 		if (orglen <= EVENTHUB_ANNOUNCED_ORG_BYTES)
 		{
 			a.orglen = orglen;
@@ -139,6 +141,26 @@ QueuePublished(void)
 		(void) EventhubQueuePush(&a);
 	}
 	EventhubWakeNotifier();
+}
+
+/*
+ * Wakes the sessions waiting for the organizations the committed
+ * transaction published to, when no notifier does.
+ */
+static void
+WakePublished(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, published_order)
+	{
+		PublishedOrg *p = (PublishedOrg *) lfirst(lc);
+
+		if (p->depth > 0)
+			EventhubWakeOrganization(MyDatabaseId,
+									 EventhubOrganizationHash(p->organization,
+															  strlen(p->organization)));
+	}
 }
 
 /*
@@ -184,6 +206,9 @@ NotifyXactCallback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 			if (published_order != NIL && hand_to_notifier)
 				QueuePublished();
+			else if (published_order != NIL &&
+					 SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+				WakePublished();
 			/* FALLTHROUGH */
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:

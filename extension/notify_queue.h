@@ -29,6 +29,7 @@ typedef struct EventhubAnnouncement
 	pg_uuid_t	version;
 	int64		first_revision;
 	int64		last_revision;
+	uint32		orghash;		/* EventhubOrganizationHash() of the id */
 	int32		orglen;			/* -1: the id is longer than org holds */
 	char		org[EVENTHUB_ANNOUNCED_ORG_BYTES];
 } EventhubAnnouncement;

@@ -38,6 +38,7 @@ static const EventhubStatement *const statements_list[] = {
 	&EventhubSqlReadCursor,
 	&EventhubSqlReadEventsSince,
 	&EventhubSqlReadTransactionsSince,
+	&EventhubSqlWaitMoved,
 	&EventhubSqlSnapshotHead,
 	&EventhubSqlSnapshotDeclareFullState,
 	&EventhubSqlSnapshotEntitiesFirst,
@@ -59,6 +60,7 @@ static const EventhubStatement *const statements_list[] = {
 	&EventhubSqlRetentionCleanupBeforeRevisionNoCompaction,
 	&EventhubSqlWorkerStalledSessions,
 	&EventhubSqlWorkerTerminateSession,
+	&EventhubSqlStandbyWakerHeads,
 	&EventhubSqlMetricsReportReadTables,
 };
 

@@ -251,6 +251,26 @@ const EventhubStatement EventhubSqlReadTransactionsSince = {
 	"ORDER BY e.revision LIMIT $3"
 };
 
+/*
+ * wait.moved: of the organizations a session waits for, those whose head
+ * is past the cursor (another revision; at a revision above 0, another
+ * version when one is given; a cursor above 0 with no head at all), in the
+ * caller's order.  Runs as the caller, under row-level security.
+ */
+const EventhubStatement EventhubSqlWaitMoved = {
+	"wait.moved", 3, {TEXTARRAYOID, INT8ARRAYOID, UUIDARRAYOID},
+	"SELECT pg_catalog.array_agg(c.org ORDER BY c.n)\n"
+	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))\n"
+	"    WITH ORDINALITY AS c(org, rev, ver, n)\n"
+	"LEFT JOIN eventhub.organization_states s\n"
+	"  ON s.organization_id OPERATOR(pg_catalog.=) c.org\n"
+	"WHERE CASE WHEN s.organization_id IS NULL THEN c.rev OPERATOR(pg_catalog.>) 0\n"
+	"    WHEN c.rev OPERATOR(pg_catalog.=) 0 THEN s.revision OPERATOR(pg_catalog.<>) 0\n"
+	"    ELSE s.revision OPERATOR(pg_catalog.<>) c.rev\n"
+	"      OR (c.ver IS NOT NULL\n"
+	"          AND (s.version_id OPERATOR(pg_catalog.=) c.ver) IS NOT TRUE) END"
+};
+
 const EventhubStatement EventhubSqlSnapshotHead = {
 	"snapshot.head", 1, {TEXTOID},
 	"SELECT s.revision, s.version_id, s.complete_after\n"
@@ -434,6 +454,15 @@ const EventhubStatement EventhubSqlWorkerTerminateSession = {
  * One row per visible replica (none: one row of NULLs), each carrying the
  * global figures.
  */
+
+/*
+ * standby_waker.heads: every organization's head, read by the standby waker
+ * after replay moved on.
+ */
+const EventhubStatement EventhubSqlStandbyWakerHeads = {
+	"standby_waker.heads", 0, {InvalidOid},
+	"SELECT organization_id, revision, version_id FROM eventhub.organization_states"
+};
 
 const EventhubStatement EventhubSqlMetricsReportReadTables = {
 	"metrics_report.read_tables", 4, {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID},

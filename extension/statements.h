@@ -42,6 +42,7 @@ extern const EventhubStatement EventhubSqlPublishOrganizationVersion;
 extern const EventhubStatement EventhubSqlReadCursor;
 extern const EventhubStatement EventhubSqlReadEventsSince;
 extern const EventhubStatement EventhubSqlReadTransactionsSince;
+extern const EventhubStatement EventhubSqlWaitMoved;
 extern const EventhubStatement EventhubSqlSnapshotHead;
 extern const EventhubStatement EventhubSqlSnapshotDeclareFullState;
 extern const EventhubStatement EventhubSqlSnapshotEntitiesFirst;
@@ -63,6 +64,7 @@ extern const EventhubStatement EventhubSqlRetentionCleanupBeforeRevision;
 extern const EventhubStatement EventhubSqlRetentionCleanupBeforeRevisionNoCompaction;
 extern const EventhubStatement EventhubSqlWorkerStalledSessions;
 extern const EventhubStatement EventhubSqlWorkerTerminateSession;
+extern const EventhubStatement EventhubSqlStandbyWakerHeads;
 extern const EventhubStatement EventhubSqlMetricsReportReadTables;
 
 #endif							/* EVENTHUB_STATEMENTS_H */

@@ -121,13 +121,14 @@ static MemoryContext stalled_cxt = NULL;
  * Registers one static background worker.
  */
 static void
-RegisterWorker(const char *function, const char *name, const char *type, int restart_seconds)
+RegisterWorker(const char *function, const char *name, const char *type,
+			   BgWorkerStartTime start, int restart_seconds)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_start_time = start;
 	worker.bgw_restart_time = restart_seconds;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eventhub");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
@@ -139,16 +140,21 @@ RegisterWorker(const char *function, const char *name, const char *type, int res
 }
 
 /*
- * Registers the maintenance worker and the notifier (notifier.c).  Called
- * from _PG_init while shared_preload_libraries is processed.  The notifier
- * comes back after a second: until it does, publishers notify by themselves.
+ * Registers the maintenance worker, the notifier (notifier.c) and the
+ * standby waker (standby_waker.c, which starts on a hot standby too, and
+ * exits at once on a primary).  Called from _PG_init while
+ * shared_preload_libraries is processed.  The notifier comes back after a
+ * second: until it does, publishers notify by themselves.
  */
 void
 EventhubRegisterWorkers(void)
 {
 	RegisterWorker("eventhub_worker_main", "eventhub maintenance worker", WORKER_TYPE,
-				   WORKER_RESTART_SECONDS);
-	RegisterWorker("eventhub_notifier_main", "eventhub notifier", "eventhub notifier", 1);
+				   BgWorkerStart_RecoveryFinished, WORKER_RESTART_SECONDS);
+	RegisterWorker("eventhub_notifier_main", "eventhub notifier", "eventhub notifier",
+				   BgWorkerStart_RecoveryFinished, 1);
+	RegisterWorker("eventhub_standby_waker_main", "eventhub standby waker",
+				   "eventhub standby waker", BgWorkerStart_ConsistentState, 1);
 }
 
 /*

@@ -185,3 +185,31 @@ COMMENT ON FUNCTION eventhub.statements() IS
 'Every SQL statement eventhub''s functions and background workers run: its name (module.statement), its text, and the types of its parameters ($1, $2, ...), so that each can be read, prepared and explained. For review and debugging; not granted to PUBLIC.';
 
 REVOKE ALL ON FUNCTION eventhub.statements() FROM PUBLIC;
+
+--
+-- Waiting without LISTEN
+--
+
+-- Blocks until one of the organizations moves past its cursor, or
+-- timeout_ms passes: on a primary, on a hot standby, through a
+-- transaction-pooling proxy.  A procedure: it commits before it sleeps, so
+-- that a waiting session holds no snapshot and no lock.  CALL it on its own
+-- (not in a transaction block), with NULL for moved.  Needs the library in
+-- shared_preload_libraries.
+CREATE PROCEDURE eventhub.wait_for_events(
+    organization_ids text[],
+    after_revisions  bigint[],
+    after_versions   uuid[],
+    timeout_ms       integer,
+    OUT moved        text[])
+AS 'MODULE_PATHNAME', 'wait_for_events'
+LANGUAGE C;
+-- Runs as the caller, with the caller's privileges and row-level security;
+-- its query qualifies every name, operators included (a procedure that
+-- commits cannot pin its search_path with SET).
+
+COMMENT ON PROCEDURE eventhub.wait_for_events(text[], bigint[], uuid[], integer, text[]) IS
+'Waits until the head of one of the organizations is past its cursor (another revision; at a revision above 0, another version when after_versions gives one), or until timeout_ms (0 to 3600000) passes, and returns the organizations that moved, in the order given (empty at the timeout). Woken at commit on a primary and at replay on a hot standby; holds no snapshot and no lock while it waits. CALL it outside a transaction block; needs eventhub in shared_preload_libraries.';
+
+REVOKE ALL ON PROCEDURE eventhub.wait_for_events(text[], bigint[], uuid[], integer, text[]) FROM PUBLIC;
+

@@ -204,6 +204,33 @@ COMMENT ON FUNCTION eventhub.transactions_since(text, bigint, integer, uuid, int
 'Returns the events of an organization with revision > after_revision, in revision order, as events_since does, with their transaction: a batch holds up to max_events events, or fewer once their stored size reaches max_bytes, and ends where a publishing transaction ends, unless one transaction alone exceeds the limits (its part then ends with transaction_end false). Caught up when the batch is empty or its last row has revision = head_revision. Raises SQLSTATE ZE001, ZE002 and ZE003 as events_since does.';
 
 --
+-- Waiting without LISTEN
+--
+
+-- Blocks until one of the organizations moves past its cursor, or
+-- timeout_ms passes: on a primary, on a hot standby, through a
+-- transaction-pooling proxy.  A procedure: it commits before it sleeps, so
+-- that a waiting session holds no snapshot and no lock.  CALL it on its own
+-- (not in a transaction block), with NULL for moved.  Needs the library in
+-- shared_preload_libraries.
+CREATE PROCEDURE eventhub.wait_for_events(
+    organization_ids text[],
+    after_revisions  bigint[],
+    after_versions   uuid[],
+    timeout_ms       integer,
+    OUT moved        text[])
+AS 'MODULE_PATHNAME', 'wait_for_events'
+LANGUAGE C;
+-- Runs as the caller, with the caller's privileges and row-level security;
+-- its query qualifies every name, operators included (a procedure that
+-- commits cannot pin its search_path with SET).
+
+COMMENT ON PROCEDURE eventhub.wait_for_events(text[], bigint[], uuid[], integer, text[]) IS
+'Waits until the head of one of the organizations is past its cursor (another revision; at a revision above 0, another version when after_versions gives one), or until timeout_ms (0 to 3600000) passes, and returns the organizations that moved, in the order given (empty at the timeout). Woken at commit on a primary and at replay on a hot standby; holds no snapshot and no lock while it waits. CALL it outside a transaction block; needs eventhub in shared_preload_libraries.';
+
+REVOKE ALL ON PROCEDURE eventhub.wait_for_events(text[], bigint[], uuid[], integer, text[]) FROM PUBLIC;
+
+--
 -- Snapshots
 --
 
