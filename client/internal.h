@@ -178,6 +178,7 @@ typedef enum ehi_stmt
 	STMT_FETCH,
 	STMT_STATE,
 	STMT_DISCOVER,
+	STMT_WAIT,
 	STMT_COUNT
 } ehi_stmt;
 
@@ -531,6 +532,7 @@ int			ehi_work_pending(const eh_client *c);
 /* wait.c */
 void		ehi_wait_reset(eh_client *c);
 int			ehi_send_wait(eh_client *c, int64_t until);
+int			ehi_next_array_element(const char **p, char *buf, size_t len);
 void		ehi_handle_wait(eh_client *c, PGresult *res);
 
 /* registry.c */

@@ -132,9 +132,9 @@ int
 ehi_send_stmt(eh_client *c, op_kind op, eh_sub *sub, ehi_stmt stmt, const char *sql,
 			  int nparams, const char *const *params)
 {
-	static const char *const names[STMT_COUNT] = {"eventhub_fetch", "eventhub_state", "eventhub_discover"};
+	static const char *const names[STMT_COUNT] = {"eventhub_fetch", "eventhub_state", "eventhub_discover", "eventhub_wait"};
 
-	if (c->listen.mode != LISTEN_ON || c->link.prepare_off)
+	if ((c->listen.mode != LISTEN_ON && c->listen.no_listen != NO_LISTEN_STANDBY) || c->link.prepare_off)
 		return ehi_send(c, op, sub, sql, nparams, params);
 	if (!(c->link.prepared & (1u << stmt)))
 	{

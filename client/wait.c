@@ -5,8 +5,10 @@
  * there is nothing else to do.
  *
  * The server answers as soon as one of the organizations moves past its
- * cursor (woken at commit on a primary, at replay on a standby), and the
- * client then polls the heads at once and fetches.  A wait lasts at most
+ * cursor (woken at commit on a primary, at replay on a standby), naming
+ * the organizations that moved, and the client fetches theirs.  On a
+ * standby its statements are prepared (no proxy is known to be between);
+ * behind a transaction-pooling proxy they are not.  A wait lasts at most
  * the fallback poll interval, and never past the next timed work (a poll,
  * a discovery, a heartbeat): a publish or a subscription made meanwhile
  * goes out when it ends.  While waits work, the safety-net poll of the
@@ -96,7 +98,7 @@ ehi_send_wait(eh_client *c, int64_t until)
 		params[1] = revs.data;
 		params[2] = versions.data;
 		params[3] = timeout;
-		rc = ehi_send(c, OP_WAIT, NULL, WAIT_SQL, 4, params) != 0 ? -1 : 1;
+		rc = ehi_send_stmt(c, OP_WAIT, NULL, STMT_WAIT, WAIT_SQL, 4, params) < 0 ? -1 : 1;
 	}
 	else if (n < 0)
 	{
@@ -108,6 +110,56 @@ ehi_send_wait(eh_client *c, int64_t until)
 	ehi_sb_free(&revs);
 	ehi_sb_free(&versions);
 	return rc;
+}
+
+/*
+ * The next element of a text[] in PostgreSQL's output format ({a,"b c"})
+ * from *p into buf (size len); 0 at the end.  Elements are never NULL.
+ */
+int
+ehi_next_array_element(const char **p, char *buf, size_t len)
+{
+	size_t		n = 0;
+	int			quoted;
+
+	if (**p == '{' || **p == ',')
+		(*p)++;
+	if (**p == '}' || **p == '\0')
+		return 0;
+	quoted = **p == '"';
+	if (quoted)
+		(*p)++;
+	while (**p && (quoted ? **p != '"' : (**p != ',' && **p != '}')))
+	{
+		if (quoted && **p == '\\' && (*p)[1])
+			(*p)++;
+		if (n + 1 < len)
+			buf[n++] = **p;
+		(*p)++;
+	}
+	if (quoted && **p == '"')
+		(*p)++;
+	buf[n] = '\0';
+	return 1;
+}
+
+/*
+ * The organizations a wait says moved (a text[]): their subscriptions
+ * fetch.  One the client does not follow (any more) is left alone.
+ */
+static void
+mark_moved(eh_client *c, const char *moved)
+{
+	char		org[EH_MAX_ID_BYTES + 1];
+	const char *p = moved;
+
+	while (ehi_next_array_element(&p, org, sizeof(org)))
+	{
+		eh_sub	   *s = ehi_find_sub(c, org);
+
+		if (s)
+			s->needs_fetch = 1;
+	}
 }
 
 /* Whether a refused wait means this server cannot wait for this client. */
@@ -138,8 +190,8 @@ ehi_handle_wait(eh_client *c, PGresult *res)
 		if (!c->wait.works)
 			ehi_log(c, EH_LOG_INFO, "waiting for events with eventhub.wait_for_events()");
 		c->wait.works = 1;
-		if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "{}") != 0)
-			c->link.next_poll_at = 0;
+		if (PQntuples(res) == 1 && PQnfields(res) == 1)
+			mark_moved(c, PQgetvalue(res, 0, 0));
 		return;
 	}
 	if (ehi_result_failed(c, res, "waiting for events failed"))

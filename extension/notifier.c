@@ -296,7 +296,8 @@ TakeQueued(int *n)
 
 		if (!ours)
 			continue;
-		EventhubWakeOrganization(MyDatabaseId, a.orghash);
+		EventhubWakeOrganization(MyDatabaseId, a.orglen >= 0 ? a.org : NULL, a.orglen, a.orghash,
+								 a.last_revision);
 		p = hash_search(pending, a.token, HASH_ENTER, &found);
 		if (!found)
 		{

@@ -156,10 +156,12 @@ WakePublished(void)
 	{
 		PublishedOrg *p = (PublishedOrg *) lfirst(lc);
 
+		int			len = strlen(p->organization);
+
 		if (p->depth > 0)
-			EventhubWakeOrganization(MyDatabaseId,
-									 EventhubOrganizationHash(p->organization,
-															  strlen(p->organization)));
+			EventhubWakeOrganization(MyDatabaseId, p->organization, len,
+									 EventhubOrganizationHash(p->organization, len),
+									 p->levels[p->depth - 1].revision);
 	}
 }
 

@@ -122,7 +122,7 @@ CompareHead(HeapTuple row, TupleDesc desc, bool compare)
 		v = *DatumGetUUIDP(version);
 	h = hash_search(heads, key, HASH_ENTER, &found);
 	if (compare && (!found || h->revision != revision || memcmp(&h->version, &v, sizeof(v)) != 0))
-		EventhubWakeOrganization(MyDatabaseId, EventhubOrganizationHash(key, len));
+		EventhubWakeOrganization(MyDatabaseId, key, len, EventhubOrganizationHash(key, len), revision);
 	h->revision = revision;
 	h->version = v;
 	h->seen = reads;

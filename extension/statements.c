@@ -255,20 +255,22 @@ const EventhubStatement EventhubSqlReadTransactionsSince = {
  * wait.moved: of the organizations a session waits for, those whose head
  * is past the cursor (another revision; at a revision above 0, another
  * version when one is given; a cursor above 0 with no head at all), in the
- * caller's order.  Runs as the caller, under row-level security.
+ * caller's order; and, for each, whether the caller sees its head.  Runs
+ * as the caller, under row-level security.
  */
 const EventhubStatement EventhubSqlWaitMoved = {
 	"wait.moved", 3, {TEXTARRAYOID, INT8ARRAYOID, UUIDARRAYOID},
-	"SELECT pg_catalog.array_agg(c.org ORDER BY c.n)\n"
-	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))\n"
-	"    WITH ORDINALITY AS c(org, rev, ver, n)\n"
-	"LEFT JOIN eventhub.organization_states s\n"
-	"  ON s.organization_id OPERATOR(pg_catalog.=) c.org\n"
-	"WHERE CASE WHEN s.organization_id IS NULL THEN c.rev OPERATOR(pg_catalog.>) 0\n"
+	"SELECT pg_catalog.array_agg(c.org ORDER BY c.n) FILTER (\n"
+	"  WHERE CASE WHEN s.organization_id IS NULL THEN c.rev OPERATOR(pg_catalog.>) 0\n"
 	"    WHEN c.rev OPERATOR(pg_catalog.=) 0 THEN s.revision OPERATOR(pg_catalog.<>) 0\n"
 	"    ELSE s.revision OPERATOR(pg_catalog.<>) c.rev\n"
 	"      OR (c.ver IS NOT NULL\n"
-	"          AND (s.version_id OPERATOR(pg_catalog.=) c.ver) IS NOT TRUE) END"
+	"          AND (s.version_id OPERATOR(pg_catalog.=) c.ver) IS NOT TRUE) END),\n"
+	"  pg_catalog.array_agg(s.organization_id IS NOT NULL ORDER BY c.n)\n"
+	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))\n"
+	"    WITH ORDINALITY AS c(org, rev, ver, n)\n"
+	"LEFT JOIN eventhub.organization_states s\n"
+	"  ON s.organization_id OPERATOR(pg_catalog.=) c.org"
 };
 
 const EventhubStatement EventhubSqlSnapshotHead = {

@@ -42,7 +42,7 @@ typedef struct WaitArgs
 	Datum		values[3];		/* organizations, revisions, versions */
 	char		nulls[3];
 	int			n;				/* organizations */
-	uint32	   *hashes;			/* theirs */
+	EventhubWaitFor *orgs;		/* them, with their cursors */
 	int			timeout_ms;
 } WaitArgs;
 
@@ -77,7 +77,7 @@ OrganizationsArg(FunctionCallInfo fcinfo, WaitArgs *args)
 	int			n;
 
 	deconstruct_array(orgs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elemnulls, &n);
-	args->hashes = palloc(sizeof(uint32) * Max(n, 1));
+	args->orgs = palloc0(sizeof(EventhubWaitFor) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
 		text	   *t;
@@ -92,7 +92,8 @@ OrganizationsArg(FunctionCallInfo fcinfo, WaitArgs *args)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("organization_ids element %d is not an organization id", i + 1),
 					 errdetail("An organization id is 1 to %d bytes long.", EVENTHUB_MAX_ID_BYTES)));
-		args->hashes[i] = EventhubOrganizationHash(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+		args->orgs[i].id = VARDATA_ANY(t);
+		args->orgs[i].len = VARSIZE_ANY_EXHDR(t);
 	}
 	args->values[0] = PointerGetDatum(orgs);
 	args->nulls[0] = ' ';
@@ -113,10 +114,13 @@ RevisionsArg(FunctionCallInfo fcinfo, WaitArgs *args)
 				 errmsg("after_revisions has %d elements, organization_ids %d", n, args->n)));
 	deconstruct_array(revs, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &elemnulls, &n);
 	for (int i = 0; i < n; i++)
+	{
 		if (elemnulls[i] || DatumGetInt64(elems[i]) < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("after_revisions element %d must be a revision, 0 or more", i + 1)));
+		args->orgs[i].cursor = DatumGetInt64(elems[i]);
+	}
 	args->values[1] = PointerGetDatum(revs);
 	args->nulls[1] = ' ';
 }
@@ -178,7 +182,8 @@ RequireWaitable(FunctionCallInfo fcinfo)
 
 /*
  * The organizations whose head is past their cursor, in a new snapshot: a
- * text[] in context cxt (empty when none).
+ * text[] in context cxt (empty when none).  Tells the slot which ones the
+ * caller can read (EventhubWaitTrust).
  */
 static Datum
 ReadMoved(WaitArgs *args, MemoryContext cxt)
@@ -186,11 +191,26 @@ ReadMoved(WaitArgs *args, MemoryContext cxt)
 	SPIPlanPtr	plan = EventhubKeptPlan(&moved_plan, &EventhubSqlWaitMoved);
 	bool		isnull;
 	Datum		moved;
+	Datum		visible;
 	MemoryContext old;
 
 	if (SPI_execute_plan(plan, args->values, args->nulls, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "eventhub: reading the heads to wait for failed");
+	visible = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (!isnull)
+	{
+		Datum	   *elems;
+		bool	   *elemnulls;
+		bool	   *trusted = palloc0(sizeof(bool) * Max(args->n, 1));
+		int			n;
+
+		deconstruct_array(DatumGetArrayTypeP(visible), BOOLOID, 1, true, TYPALIGN_CHAR,
+						  &elems, &elemnulls, &n);
+		for (int i = 0; i < n && i < args->n; i++)
+			trusted[i] = !elemnulls[i] && DatumGetBool(elems[i]);
+		EventhubWaitTrust(trusted, args->n);
+	}
 	moved = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	old = MemoryContextSwitchTo(cxt);
 	moved = isnull ? PointerGetDatum(construct_empty_array(TEXTOID)) : datumCopy(moved, false, -1);
@@ -198,21 +218,38 @@ ReadMoved(WaitArgs *args, MemoryContext cxt)
 	return moved;
 }
 
+/* The organizations of the bits a waker set (EventhubWaitWoken): a text[] in cxt. */
+static Datum
+WokenOrganizations(WaitArgs *args, uint32 woken, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	Datum	   *elems = palloc(sizeof(Datum) * EVENTHUB_WAIT_MAX_NAMED);
+	int			n = 0;
+
+	for (int i = 0; i < args->n && i < EVENTHUB_WAIT_MAX_NAMED; i++)
+		if (woken & (1U << i))
+			elems[n++] = PointerGetDatum(cstring_to_text_with_len(args->orgs[i].id,
+																  args->orgs[i].len));
+	MemoryContextSwitchTo(old);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 /*
- * Sleeps until a waker sets the woken flag or deadline passes; false at the
- * deadline.
+ * Sleeps until a waker says something or deadline passes: what it said
+ * (EventhubWaitWoken), 0 at the deadline.
  */
-static bool
+static uint32
 SleepUntilWoken(TimestampTz deadline)
 {
 	for (;;)
 	{
 		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		uint32		woken = EventhubWaitWoken();
 
-		if (EventhubWaitWoken())
-			return true;
+		if (woken != 0)
+			return woken;
 		if (remaining <= 0)
-			return false;
+			return 0;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 remaining, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -220,26 +257,39 @@ SleepUntilWoken(TimestampTz deadline)
 	}
 }
 
+/* Whether array (a text[]) has elements. */
+static bool
+NotEmpty(Datum array)
+{
+	ArrayType  *a = DatumGetArrayTypeP(array);
+
+	return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)) > 0;
+}
+
 /*
  * Commits, looks, sleeps while nothing moved: the organizations that moved
- * (a text[] in cxt), or none at the deadline.
+ * (a text[] in cxt), or none at the deadline.  A wake that names trusted
+ * organizations is the answer; any other makes it look again.
  */
 static Datum
 WaitForMoves(WaitArgs *args, MemoryContext cxt)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), args->timeout_ms);
 	Datum		moved;
+	uint32		woken;
 
 	SPI_commit();				/* the CALL's snapshot predates the slot */
 	for (;;)
 	{
 		moved = ReadMoved(args, cxt);
 		SPI_commit();			/* asleep without a snapshot or a lock */
-		if (ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(moved)),
-						   ARR_DIMS(DatumGetArrayTypeP(moved))) > 0)
+		if (NotEmpty(moved))
 			return moved;
-		if (!SleepUntilWoken(deadline))
+		woken = SleepUntilWoken(deadline);
+		if (woken == 0)
 			return moved;
+		if (woken != EVENTHUB_WOKEN_LOOK)
+			return WokenOrganizations(args, woken, cxt);
 	}
 }
 
@@ -266,7 +316,7 @@ wait_for_events(PG_FUNCTION_ARGS)
 
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "eventhub: SPI_connect failed");
-	EventhubWaitBegin(args.hashes, args.n);
+	EventhubWaitBegin(args.orgs, args.n);
 	PG_TRY();
 	{
 		moved = WaitForMoves(&args, cxt);

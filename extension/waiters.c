@@ -4,15 +4,19 @@
  *	  memory, and the calls that wake them.
  *
  * A waiting session has one slot, the one of its PGPROC: its database, and
- * the hashes of the organizations it waits for (or "any organization" when
- * it follows more than EVENTHUB_WAIT_MAX_NAMED).  Whoever learns that an
- * organization moved wakes the sessions whose slot names its hash: sets
- * their latch, and their "woken" flag.  A woken session reads its
- * organizations' heads itself, with its own privileges and a snapshot taken
- * after it was woken, and sleeps again when nothing of its own moved: a
- * hash that two organizations share, or a wake for "any organization",
- * costs it a look, never a wrong answer.
- *
+ * the organizations it waits for, each with its cursor (or "any
+ * organization" when it follows more than EVENTHUB_WAIT_MAX_NAMED).
+ * Whoever learns that an organization moved to a revision wakes the
+ * sessions whose slot names it below that revision: sets a bit in their
+ * "woken" and their latch.  For an organization the session could read
+ * when it looked (trusted), the bit is the answer: it returns it without
+ * a second look.  Otherwise (an organization it may not read, or not yet
+ * registered, an id too long to keep, "any organization", announcements
+ * lost) it reads the heads again itself, with its own privileges and a
+ * snapshot taken after it was woken, and sleeps again when nothing of its
+ * own moved: a session learns nothing here that organization_states would
+ * not tell it.
+
  * Who wakes:
  *  - on a primary, the notifier, for each organization a committed
  *    transaction announces to it (notifier.c), and every session of the
@@ -46,13 +50,29 @@
 
 #include "waiters.h"
 
+/*
+ * An organization a session waits for: woken when a commit (or a replay)
+ * takes it past cursor.
+ */
+typedef struct WaitedOrg
+{
+	uint32		hash;			/* EventhubOrganizationHash() of the id */
+	int			len;			/* of id; -1: too long to keep, matched by hash */
+	bool		trusted;		/* the waiter may read it: a wake is an answer */
+	int64		cursor;
+	char		id[EVENTHUB_WAIT_ID_BYTES];
+} WaitedOrg;
+
+/* woken's bit for "look at every organization again" */
+#define WOKEN_LOOK (1U << 31)
+
 typedef struct WaiterSlot
 {
 	pg_atomic_uint32 waiting;	/* 1 while its backend waits */
-	pg_atomic_uint32 woken;		/* set by a waker, cleared by the waiter */
+	pg_atomic_uint32 woken;		/* bit i: orgs[i] moved; WOKEN_LOOK: look */
 	Oid			dbid;
-	int			nhashes;		/* -1: any organization of dbid */
-	uint32		hashes[EVENTHUB_WAIT_MAX_NAMED];
+	int			norgs;			/* -1: any organization of dbid */
+	WaitedOrg	orgs[EVENTHUB_WAIT_MAX_NAMED];
 } WaiterSlot;
 
 typedef struct WaitersShared
@@ -105,12 +125,13 @@ WaitEndAtExit(int code, Datum arg)
 }
 
 /*
- * Publishes this backend's slot: it waits for the organizations of hashes
- * (nhashes of them; more than EVENTHUB_WAIT_MAX_NAMED, or -1: any) of its
- * database.  Call before taking the snapshot the cursors are compared with.
+ * Publishes this backend's slot: it waits for orgs (n of them; more than
+ * EVENTHUB_WAIT_MAX_NAMED: for any organization) of its database to move
+ * past their cursors.  None is trusted yet (EventhubWaitTrust).  Call
+ * before taking the snapshot the cursors are compared with.
  */
 void
-EventhubWaitBegin(const uint32 *hashes, int nhashes)
+EventhubWaitBegin(const EventhubWaitFor *orgs, int n)
 {
 	static bool exit_callback = false;
 	WaiterSlot *slot;
@@ -124,9 +145,18 @@ EventhubWaitBegin(const uint32 *hashes, int nhashes)
 	}
 	slot = &shared->slots[MyProc->pgprocno];
 	slot->dbid = MyDatabaseId;
-	slot->nhashes = nhashes < 0 || nhashes > EVENTHUB_WAIT_MAX_NAMED ? -1 : nhashes;
-	for (int i = 0; i < slot->nhashes; i++)
-		slot->hashes[i] = hashes[i];
+	slot->norgs = n > EVENTHUB_WAIT_MAX_NAMED ? -1 : n;
+	for (int i = 0; i < slot->norgs; i++)
+	{
+		WaitedOrg  *w = &slot->orgs[i];
+
+		w->hash = EventhubOrganizationHash(orgs[i].id, orgs[i].len);
+		w->len = orgs[i].len <= EVENTHUB_WAIT_ID_BYTES ? orgs[i].len : -1;
+		if (w->len > 0)
+			memcpy(w->id, orgs[i].id, w->len);
+		w->cursor = orgs[i].cursor;
+		w->trusted = false;
+	}
 	pg_atomic_write_u32(&slot->woken, 0);
 	pg_write_barrier();
 	pg_atomic_write_u32(&slot->waiting, 1);
@@ -141,20 +171,31 @@ EventhubWaitBegin(const uint32 *hashes, int nhashes)
 }
 
 /*
- * Whether a waker woke this backend since the wait began or since the last
- * call; clears the flag.
+ * Marks the organizations the waiter could read when it looked (visible[i]
+ * for its i-th): a wake that takes one of them past its cursor is then the
+ * answer, with no second look.  A wake for another makes it look again, so
+ * that it learns nothing of an organization it may not read.
  */
-bool
-EventhubWaitWoken(void)
+void
+EventhubWaitTrust(const bool *visible, int n)
 {
 	WaiterSlot *slot = &shared->slots[MyProc->pgprocno];
 
-	if (pg_atomic_read_u32(&slot->woken) == 0)
-		return false;
-	pg_atomic_write_u32(&slot->woken, 0);
-	/* The flag is cleared before the heads are read again. */
-	pg_memory_barrier();
-	return true;
+	for (int i = 0; i < slot->norgs && i < n; i++)
+		slot->orgs[i].trusted = visible[i] && slot->orgs[i].len > 0;
+}
+
+/*
+ * What wakers said since the wait began or the last call, and clears it:
+ * 0 (nothing), EVENTHUB_WOKEN_LOOK (look at every organization again), or
+ * bit i for the i-th organization, which moved past its cursor.
+ */
+uint32
+EventhubWaitWoken(void)
+{
+	uint32		woken = pg_atomic_exchange_u32(&shared->slots[MyProc->pgprocno].woken, 0);
+
+	return woken & WOKEN_LOOK ? EVENTHUB_WOKEN_LOOK : woken;
 }
 
 /* How many sessions of database dbid wait. */
@@ -171,22 +212,34 @@ EventhubWaitersOfDatabase(Oid dbid)
 	return n;
 }
 
-/* Whether slot waits for the organization of hash (any: for every one). */
-static bool
-SlotWants(const WaiterSlot *slot, Oid dbid, uint32 hash, bool any)
+/*
+ * What a move of organization id (len bytes; NULL: only its hash is known)
+ * to revision means to slot: the bits to set in its woken.
+ */
+static uint32
+SlotWoken(const WaiterSlot *slot, const char *id, int len, uint32 hash, int64 revision)
 {
-	if (slot->dbid != dbid)
-		return false;
-	if (any || slot->nhashes < 0)
-		return true;
-	for (int i = 0; i < slot->nhashes; i++)
-		if (slot->hashes[i] == hash)
-			return true;
-	return false;
+	uint32		bits = 0;
+
+	if (slot->norgs < 0)
+		return WOKEN_LOOK;
+	for (int i = 0; i < slot->norgs; i++)
+	{
+		const WaitedOrg *w = &slot->orgs[i];
+
+		if (w->hash != hash || revision <= w->cursor)
+			continue;
+		if (id == NULL || w->len < 0)
+			bits |= WOKEN_LOOK;
+		else if (w->len == len && memcmp(w->id, id, len) == 0)
+			bits |= w->trusted ? 1U << i : WOKEN_LOOK;
+	}
+	return bits;
 }
 
+/* Sets bits in the woken of every slot of dbid that wants them, and its latch. */
 static void
-Wake(Oid dbid, uint32 hash, bool any)
+Wake(Oid dbid, const char *id, int len, uint32 hash, int64 revision, bool any)
 {
 	if (shared == NULL)
 		return;
@@ -197,29 +250,34 @@ Wake(Oid dbid, uint32 hash, bool any)
 	for (int i = 0; i < shared->nslots; i++)
 	{
 		WaiterSlot *slot = &shared->slots[i];
+		uint32		bits;
 
-		if (!pg_atomic_read_u32(&slot->waiting) || !SlotWants(slot, dbid, hash, any))
+		if (!pg_atomic_read_u32(&slot->waiting) || slot->dbid != dbid)
 			continue;
-		pg_atomic_write_u32(&slot->woken, 1);
+		bits = any ? WOKEN_LOOK : SlotWoken(slot, id, len, hash, revision);
+		if (bits == 0)
+			continue;
+		pg_atomic_fetch_or_u32(&slot->woken, bits);
 		SetLatch(&GetPGProcByNumber(i)->procLatch);
 	}
 }
 
 /*
- * Wakes the sessions of database dbid that wait for the organization of
- * hash (EventhubOrganizationHash): it moved.
+ * Wakes the sessions of database dbid that wait for organization id (len
+ * bytes, hash its EventhubOrganizationHash(); id NULL when only the hash is
+ * known) at a cursor below revision: it moved there.
  */
 void
-EventhubWakeOrganization(Oid dbid, uint32 hash)
+EventhubWakeOrganization(Oid dbid, const char *id, int len, uint32 hash, int64 revision)
 {
-	Wake(dbid, hash, false);
+	Wake(dbid, id, len, hash, revision, false);
 }
 
 /* Wakes every waiting session of database dbid: any organization may have moved. */
 void
 EventhubWakeDatabase(Oid dbid)
 {
-	Wake(dbid, 0, true);
+	Wake(dbid, NULL, 0, 0, 0, true);
 }
 
 static void
@@ -292,7 +350,7 @@ WaitersShmemStartup(void)
 			pg_atomic_init_u32(&shared->slots[i].waiting, 0);
 			pg_atomic_init_u32(&shared->slots[i].woken, 0);
 			shared->slots[i].dbid = InvalidOid;
-			shared->slots[i].nhashes = 0;
+			shared->slots[i].norgs = 0;
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);

@@ -15,11 +15,30 @@
 extern void EventhubWaitersShmemInit(void);
 extern bool EventhubWaitersPresent(void);
 extern uint32 EventhubOrganizationHash(const char *id, int idlen);
-extern void EventhubWaitBegin(const uint32 *hashes, int nhashes);
-extern bool EventhubWaitWoken(void);
+/*
+ * The longest organization id a waiter's slot keeps, in bytes: a wake for
+ * a longer one makes the waiter look again.
+ */
+#define EVENTHUB_WAIT_ID_BYTES 64
+
+/* What EventhubWaitWoken() returns for "look at every organization again". */
+#define EVENTHUB_WOKEN_LOOK 0xFFFFFFFFU
+
+/* An organization to wait for, past cursor. */
+typedef struct EventhubWaitFor
+{
+	const char *id;
+	int			len;
+	int64		cursor;
+} EventhubWaitFor;
+
+extern void EventhubWaitBegin(const EventhubWaitFor *orgs, int n);
+extern void EventhubWaitTrust(const bool *visible, int n);
+extern uint32 EventhubWaitWoken(void);
 extern void EventhubWaitEnd(void);
 extern int	EventhubWaitersOfDatabase(Oid dbid);
-extern void EventhubWakeOrganization(Oid dbid, uint32 hash);
+extern void EventhubWakeOrganization(Oid dbid, const char *id, int len, uint32 hash,
+									 int64 revision);
 extern void EventhubWakeDatabase(Oid dbid);
 extern void EventhubWaitersAttachWaker(void);
 
