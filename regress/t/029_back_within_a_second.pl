@@ -1,7 +1,8 @@
 # 029_back_within_a_second.pl: after the server is down for 5 s, a watcher
 # delivers the first event published once the server is back within about a
 # second of its commit, directly and behind transaction-pooling pgbouncer,
-# and does not hammer the server meanwhile.
+# and does not hammer the server meanwhile; and a watcher whose multi-host
+# conninfo wants the primary retries promptly while a standby answers.
 #
 # libeventhub's reconnect backoff doubles from 100 ms to a cap of 1 s (the
 # default), each wait drawn from between half the backoff and the whole of
@@ -41,7 +42,7 @@ use Time::HiRes qw(time usleep);
 my $pgbouncer = -x '/usr/sbin/pgbouncer' ? '/usr/sbin/pgbouncer' : 'pgbouncer';
 my $cap_ms = 1000;       # libeventhub's default cap
 
-my $node = eventhub_node('back', conf => "log_statement = 'none'");
+my $node = eventhub_node('back', init => { allows_streaming => 1 }, conf => "log_statement = 'none'");
 my $user = $node->safe_psql('postgres', 'SELECT current_user');
 
 # revision_seen(WATCH, REV): whether the watcher printed revision REV.
@@ -135,5 +136,31 @@ is_deeply([ map { $_->{revision} } watch_lines($w) ], [ 1 .. 4 ], 'directly: eve
 is_deeply([ map { $_->{revision} } watch_lines($p) ], [ 3, 4 ], 'behind pgbouncer: every event once, in order');
 $bouncer->signal('INT');
 $bouncer->finish;
+
+# A standby that answers while the primary is wanted (target_session_attrs
+# =read-write), as during a failover: the watcher tries again within 250 ms
+# each time (a backoff grown to the cap would wait half a second to a
+# second), and once the standby is promoted it is back at once.
+my $standby = eventhub_standby($node, 'standby');
+wait_or_die(what => 'the standby replays revision 4', node => $standby,
+	sql => "SELECT revision = 4 FROM eventhub.organization_states WHERE organization_id = 'acme'");
+my $s = start_watch($standby->connstr('postgres') . ' target_session_attrs=read-write', '--org', 'acme', '--after', '4');
+wait_or_die(watch => $s, stderr => qr/(?:reconnecting in \d+ ms.*){8}/s, what => 'eight attempts on the standby');
+my @prompt = $s->{err} =~ /reconnecting in (\d+) ms/g;
+note('reconnect waits while only a standby answers: ' . join(', ', @prompt));
+like($s->{err}, qr/session is read-only|server is in hot standby mode/, 'standby: libpq says the host is not the primary');
+cmp_ok((sort { $b <=> $a } @prompt)[0], '<=', 250, 'standby: every wait at most 250 ms while a standby answers');
+$standby->promote;
+my $promoted = time();
+publish($standby, 'acme', 1);
+my $committed = time();
+wait_for(watch => $s, lines => 1, what => 'the event on the promoted standby');
+my $latency = time() - $committed;
+diag(sprintf('promoted standby: promote-to-commit %.0f ms, commit-to-print about %.0f ms', 1000 * ($committed - $promoted),
+	1000 * $latency));
+is_deeply([ map { $_->{revision} } watch_lines($s) ], [5], 'promoted standby: the event arrives');
+cmp_ok($latency, '<', 2.5, 'promoted standby: delivered within 2.5 s of its commit');
+$s->{h}->signal('TERM');
+$s->{h}->finish;
 
 done_testing();
