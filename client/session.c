@@ -478,7 +478,7 @@ drive_idle(eh_client *c)
 	if (c->link.conn.state != EHI_CONN_IDLE || c->listen.mode == LISTEN_PROBING)
 		return c->link.conn.state == EHI_CONN_BUSY ? DRIVE_AGAIN : DRIVE_STOP;
 	rc = next_query(c);
-	if (rc == 0 && c->listen.probe_after_catchup && c->listen.mode == LISTEN_OFF)
+	if (rc == 0 && c->listen.probe_after_catchup && c->listen.mode == LISTEN_OFF && !ehi_snapshot_open(c))
 	{
 		/* Caught up after a reconnect: now the probe. */
 		c->listen.probe_after_catchup = 0;
