@@ -49,7 +49,7 @@ static const char usage_watch[] =
 "       eventhub watch (--org ORG [--org ORG ...] | --all) --snapshot\n"
 "                      [--count N] [--timeout SECONDS] [--poll-interval MS]\n"
 "                      [--fallback-poll-interval MS] [--no-listen]\n"
-"                      [--batch-bytes N] [--query-timeout MS]\n"
+"                      [--batch-bytes N] [--query-timeout MS] [--reconnect-backoff MS]\n"
 "                      [--replica-id ID [--labels JSON] [--heartbeat-interval MS]\n"
 "                       [--heartbeat-conninfo CONNINFO]]\n"
 "                      [--metrics-file PATH [--metrics-interval SECONDS]]\n"
@@ -86,6 +86,8 @@ static const char usage_watch[] =
 "                         comes, a larger transaction in parts)\n"
 "  --query-timeout MS     give a query or connection attempt this long before\n"
 "                         reconnecting (default 30000)\n"
+"  --reconnect-backoff MS  wait at most this long between connection attempts\n"
+"                         (default 1000; the waits double from 100 ms to it)\n"
 "  --replica-id ID        report progress as this replica (eventhub.heartbeat)\n"
 "  --labels JSON          the replica's labels, a JSON object\n"
 "  --heartbeat-interval MS  heartbeat this often (default 10000)\n"
@@ -100,6 +102,7 @@ static const char usage_watch[] =
 
 static const char usage_get[] =
 "Usage: eventhub get --org ORG [--batch-bytes N] [--query-timeout MS]\n"
+"                    [--reconnect-backoff MS]\n"
 "\n"
 "Prints the organization's current entities, each live entity's latest\n"
 "event, as one JSON object per line in (event_type, entity_id) order, then\n"
@@ -113,7 +116,9 @@ static const char usage_get[] =
 "  --batch-bytes N        read at most about N bytes of entities at a time\n"
 "                         (default 8388608)\n"
 "  --query-timeout MS     give a query or connection attempt this long before\n"
-"                         reconnecting (default 30000)\n";
+"                         reconnecting (default 30000)\n"
+"  --reconnect-backoff MS  wait at most this long between connection attempts\n"
+"                         (default 1000; the waits double from 100 ms to it)\n";
 
 static const char usage_status[] =
 "Usage: eventhub status [--org ORG] [--json] [--fail-if-lag N]\n"
@@ -250,7 +255,7 @@ static const struct option_group
 		"--after, --after-version, --count, --timeout, --poll-interval, --fallback-poll-interval, "
 		"--no-listen, --all, --snapshot, --replica-id, --labels, --heartbeat-interval, "
 	"--heartbeat-conninfo, --metrics-file or --metrics-interval"},
-	[G_FETCH] = {FOR(CMD_WATCH) | FOR(CMD_GET), "--batch-bytes or --query-timeout"},
+	[G_FETCH] = {FOR(CMD_WATCH) | FOR(CMD_GET), "--batch-bytes, --query-timeout or --reconnect-backoff"},
 	[G_STATUS] = {FOR(CMD_STATUS), "--json or --fail-if-lag"},
 	[G_CLEANUP] = {FOR(CMD_CLEANUP), "--older-than"},
 };
@@ -308,6 +313,8 @@ static const option_spec option_specs[] = {
 	{"all", K_FLAG, G_WATCH, FIELD(all), NO_VALUE},
 	{"batch-bytes", K_INT, G_FETCH, FIELD(batch_bytes), 1024, 1073741824, "a number of bytes from 1024 to 1073741824"},
 	{"query-timeout", K_INT, G_FETCH, FIELD(query_timeout_ms), MS_FROM(100)},
+	{"reconnect-backoff", K_INT, G_FETCH, FIELD(reconnect_backoff_ms), 1, 3600000,
+	"milliseconds from 1 to 3600000"},
 	{"snapshot", K_FLAG, G_WATCH, FIELD(snapshot), NO_VALUE},
 	{"metrics-file", K_STRING, G_WATCH, FIELD(metrics_file), NO_VALUE},
 	{"metrics-interval", K_SECONDS, G_WATCH, FIELD(metrics_interval_s), 0, 86400, NULL},

@@ -52,6 +52,7 @@ typedef struct cli_options
 	int			snapshot;		/* --snapshot: start from a snapshot, resync with one */
 	int			batch_bytes;	/* 0: library default */
 	int			query_timeout_ms;	/* 0: library default */
+	int			reconnect_backoff_ms;	/* the backoff's cap; 0: library default */
 	int			fallback_poll_interval_ms;	/* 0: library default */
 	const char *replica_id;		/* heartbeats as this replica */
 	const char *labels;			/* its labels, a JSON object */

@@ -163,6 +163,9 @@ configure_client(eh_client *c, const cli_options *o, watch_state *w)
 		eh_set_fallback_poll_interval(c, o->fallback_poll_interval_ms);
 	if ((o->batch_bytes && eh_set_batch_bytes(c, o->batch_bytes) != EH_OK) ||
 		(o->query_timeout_ms && eh_set_query_timeout(c, o->query_timeout_ms) != EH_OK) ||
+		(o->reconnect_backoff_ms &&
+		 eh_set_reconnect_backoff(c, o->reconnect_backoff_ms < 100 ? o->reconnect_backoff_ms : 100,
+								  o->reconnect_backoff_ms) != EH_OK) ||
 		(o->all && eh_subscribe_all(c, o->snapshot ? EH_FROM_SNAPSHOT : o->after == 0 ? 0 : EH_FROM_HEAD) != EH_OK))
 	{
 		report("", eh_error_message(c));

@@ -49,6 +49,32 @@ connect_sqlstate(ehi_conn *ac)
 		snprintf(ac->sqlstate, sizeof(ac->sqlstate), "%.5s", p + 8);
 }
 
+/*
+ * What libpq says of a host that answered but is not of the kind
+ * target_session_attrs asks for (it then tries the next host).
+ */
+static const char *const not_the_kind[] = {
+	"session is read-only", "session is not read-only",
+	"server is in hot standby mode", "server is not in hot standby mode"
+};
+
+/* Sets ac->not_now for the failed attempt's message (ehi_conn_not_now). */
+static void
+connect_not_now(ehi_conn *ac)
+{
+	const char *msg = PQerrorMessage(ac->pg);
+
+	ac->not_now = strstr(msg, "FATAL:  57P03:") != NULL;
+	for (size_t i = 0; i < sizeof(not_the_kind) / sizeof(not_the_kind[0]) && !ac->not_now; i++)
+		ac->not_now = strstr(msg, not_the_kind[i]) != NULL;
+}
+
+int
+ehi_conn_not_now(const ehi_conn *ac)
+{
+	return ac->not_now;
+}
+
 void
 ehi_conn_close(ehi_conn *ac)
 {
@@ -85,6 +111,7 @@ ehi_conn_start(ehi_conn *ac, const char *conninfo, int timeout_ms, const char *a
 
 	ehi_conn_close(ac);
 	ac->error[0] = ac->sqlstate[0] = '\0';
+	ac->not_now = 0;
 	ac->pg = PQconnectStartParams(keys, values, 1);
 	if (!ac->pg || PQstatus(ac->pg) == CONNECTION_BAD)
 		return conn_fail(ac, "could not connect");
@@ -143,6 +170,7 @@ step_connecting(ehi_conn *ac, int64_t now)
 		if (ac->polling == PGRES_POLLING_FAILED)
 		{
 			connect_sqlstate(ac);
+			connect_not_now(ac);
 			return conn_fail(ac, "could not connect");
 		}
 		if (ac->polling == PGRES_POLLING_OK)

@@ -29,6 +29,8 @@ typedef struct ehi_conn
 	PGresult   *result;			/* the query's first failed result, or its last */
 	char		error[512];		/* why the last attempt or query failed */
 	char		sqlstate[6];	/* its SQLSTATE, "" if the server gave none */
+	int			not_now;		/* the attempt failed, but a server answered "not
+								 * now" (ehi_conn_not_now) */
 } ehi_conn;
 
 /* What ehi_conn_step() found. */
@@ -61,6 +63,14 @@ int			ehi_conn_wants(const ehi_conn *ac);
 void		ehi_conn_close(ehi_conn *ac);
 /* Whether the result says the connection itself failed (not a refused query). */
 int			ehi_result_breaks_connection(const ehi_conn *ac, const PGresult *res);
+/*
+ * Whether the failed attempt reached a server that will take it soon: one
+ * starting up, shutting down or in recovery (SQLSTATE 57P03), or, of a
+ * multi-host conninfo, a host that answered but is not of the kind
+ * target_session_attrs asks for (a standby while a failover promotes
+ * another).
+ */
+int			ehi_conn_not_now(const ehi_conn *ac);
 /* Waits, on the socket, until the connection is idle or deadline passes (0). */
 int			ehi_conn_wait_idle(ehi_conn *ac, int64_t deadline);
 

@@ -324,7 +324,16 @@ int			eh_set_query_timeout(eh_client *client, int timeout_ms);
 /* The most eh_client_free() waits for the deregistration (default 1000 ms, 0: none). */
 int			eh_set_close_timeout(eh_client *client, int timeout_ms);
 
-/* Reconnect backoff: first wait and cap, in ms (defaults 100 and 30000). */
+/*
+ * Reconnect backoff: first wait and cap, in ms (defaults 100 and 1000).  It
+ * doubles at each failed attempt, and each wait is drawn from between half
+ * the backoff and the whole of it, so the cap bounds every wait; it starts
+ * over once a connection has answered a query.  The backoff after a
+ * refused query grows the same way to the same cap.  After an attempt that
+ * a server answered with "not now" (starting up, or a standby of a
+ * multi-host conninfo while the primary is wanted) the wait is at most
+ * 250 ms (or the first wait, if longer).
+ */
 int			eh_set_reconnect_backoff(eh_client *client, int initial_ms, int max_ms);
 
 /*

@@ -248,6 +248,8 @@ typedef struct ehi_listen
 	no_listen_reason no_listen;
 	no_listen_reason no_listen_logged;	/* the reason last logged */
 	int			promoted;		/* a standby was promoted: choose again */
+	int			probe_after_catchup;	/* a reconnect: the probe waits until the
+										 * first catch-up is done */
 	char		probe_channel[48];
 	int			probe_received;
 	ehi_conn	probe_conn;		/* the probe's NOTIFY connection */

@@ -4,6 +4,12 @@
  * for), a result that broke the connection, losing it and reconnecting
  * with exponential backoff and jitter, the backoff after a refused query,
  * and when the next poll is due.
+ *
+ * A backoff doubles up to its cap (eh_set_reconnect_backoff; 1 s by
+ * default), and the wait is drawn from between half the backoff and the
+ * whole of it: the cap bounds every wait, so a client whose server is down
+ * tries again at least once a cap (a refused TCP connection, which costs
+ * the server nothing), and is back at most a cap after the server is.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +40,20 @@ ehi_schedule_poll(eh_client *c)
 		(int64_t) (ehi_current_poll_interval(c) * (0.8 + 0.4 * ehi_random_unit(c)));
 }
 
+/*
+ * The most a wait may be after an attempt that a server answered with "not
+ * now" (ehi_conn_not_now: starting up, or a standby while a failover
+ * promotes another host): it will take the connection soon.
+ */
+#define PROMPT_RETRY_MS 250
+
+/* A wait of between half of ms and ms: jitter, never beyond ms. */
+static int
+jittered(eh_client *c, int ms)
+{
+	return (int) (ms * (0.5 + 0.5 * ehi_random_unit(c)));
+}
+
 /* A backoff doubled, up to the configured maximum. */
 static int
 doubled_backoff(const eh_client *c, int ms)
@@ -50,7 +70,7 @@ void
 ehi_retry_later(eh_client *c)
 {
 	c->link.next_poll_at = c->link.paused_until =
-		ehi_now_ms() + (int64_t) (c->link.error_backoff_ms * (0.5 + ehi_random_unit(c)));
+		ehi_now_ms() + jittered(c, c->link.error_backoff_ms);
 	c->link.error_backoff_ms = doubled_backoff(c, c->link.error_backoff_ms);
 }
 
@@ -58,11 +78,15 @@ ehi_retry_later(eh_client *c)
  * Forgets a broken connection and schedules the next attempt, with
  * exponential backoff and jitter.  The backoff starts over only once a new
  * connection has answered a query: a proxy that accepts the login while the
- * server is down does not reset it.
+ * server is down does not reset it (the cap still bounds the wait).  After
+ * a "not now" (ehi_conn_not_now) the wait is at most PROMPT_RETRY_MS (or
+ * the first backoff, if longer), while the backoff grows on as usual.
  */
 void
 ehi_connection_lost(eh_client *c, const char *why)
 {
+	int			base = c->link.backoff_ms;
+	int			prompt = c->cfg.backoff_initial_ms > PROMPT_RETRY_MS ? c->cfg.backoff_initial_ms : PROMPT_RETRY_MS;
 	int			wait;
 
 	if (why)
@@ -74,7 +98,9 @@ ehi_connection_lost(eh_client *c, const char *why)
 	c->link.op_sub = NULL;
 	c->listen.mode = LISTEN_OFF;
 	c->link.hello_done = 0;
-	wait = (int) (c->link.backoff_ms * (0.5 + ehi_random_unit(c)));
+	if (ehi_conn_not_now(&c->link.conn) && base > prompt)
+		base = prompt;
+	wait = jittered(c, base);
 	c->link.reconnect_at = ehi_now_ms() + wait;
 	ehi_log(c, EH_LOG_INFO, "reconnecting in %d ms", wait);
 	c->link.backoff_ms = doubled_backoff(c, c->link.backoff_ms);

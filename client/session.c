@@ -16,7 +16,9 @@
  * a second, short-lived connection NOTIFY it, and LISTENs on eventhub only
  * if that notification arrives while it is idle, which a
  * transaction-pooling proxy never delivers.  Until then, and when it does
- * not, it polls at the short fallback interval.
+ * not, it polls at the short fallback interval.  On a reconnect it catches
+ * up first and probes after: the events published while it was away do
+ * not wait for the probe (up to PROBE_TIMEOUT_MS behind a proxy).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -61,17 +63,21 @@ stop_listening(eh_client *c, no_listen_reason reason, const char *detail)
 /*
  * Decides how to learn of new events on a fresh or promoted connection:
  * not at all (LISTEN disabled, a standby), or by probing first: LISTEN on
- * a channel of its own (the answer comes in handle_listen).
+ * a channel of its own (the answer comes in handle_listen).  After a
+ * reconnect, the probe waits until the client has caught up (drive_idle).
  */
 static void
 choose_listening(eh_client *c, int in_recovery)
 {
 	char		sql[80];
 
-	if (!c->cfg.listen_enabled)
-		stop_listening(c, NO_LISTEN_DISABLED, NULL);
-	else if (in_recovery)
-		stop_listening(c, NO_LISTEN_STANDBY, NULL);
+	if (!c->cfg.listen_enabled || in_recovery)
+	{
+		c->listen.probe_after_catchup = 0;
+		stop_listening(c, !c->cfg.listen_enabled ? NO_LISTEN_DISABLED : NO_LISTEN_STANDBY, NULL);
+	}
+	else if (c->listen.probe_after_catchup)
+		c->link.next_poll_at = 0;	/* drive_idle() probes once caught up */
 	else
 	{
 		snprintf(c->listen.probe_channel, sizeof(c->listen.probe_channel), "eventhub_probe_%016llx",
@@ -108,6 +114,7 @@ handle_hello(eh_client *c, PGresult *res)
 	c->link.hello_done = 1;
 	c->link.backoff_ms = c->cfg.backoff_initial_ms;
 	c->link.error_backoff_ms = c->cfg.backoff_initial_ms;
+	c->listen.probe_after_catchup = c->link.ever_connected;
 	if (c->link.ever_connected)
 	{
 		c->counters[EH_STAT_RECONNECTS]++;
@@ -480,6 +487,8 @@ after_step(eh_client *c, ehi_step st)
 static drive_next
 drive_idle(eh_client *c)
 {
+	int			rc;
+
 	if (c->listen.promoted && !ehi_snapshot_open(c))
 	{
 		c->listen.promoted = 0;
@@ -490,7 +499,15 @@ drive_idle(eh_client *c)
 	drive_probe(c);
 	if (c->link.conn.state != EHI_CONN_IDLE || c->listen.mode == LISTEN_PROBING)
 		return c->link.conn.state == EHI_CONN_BUSY ? DRIVE_AGAIN : DRIVE_STOP;
-	return next_query(c) <= 0 ? DRIVE_STOP : DRIVE_AGAIN;
+	rc = next_query(c);
+	if (rc == 0 && c->listen.probe_after_catchup && c->listen.mode == LISTEN_OFF && !ehi_snapshot_open(c))
+	{
+		/* Caught up after a reconnect: now the probe. */
+		c->listen.probe_after_catchup = 0;
+		choose_listening(c, 0);
+		return DRIVE_AGAIN;
+	}
+	return rc <= 0 ? DRIVE_STOP : DRIVE_AGAIN;
 }
 
 /*

@@ -80,6 +80,12 @@ test_cli_watch(void)
 	check(parse(&o, err, "watch", "--all", "--after", "0", "--batch-bytes", "65536", "--query-timeout", "2000",
 				NULL) == 0 && o.all && o.after == 0 && o.batch_bytes == 65536 && o.query_timeout_ms == 2000,
 		  "cli: watch --all --after 0 with a byte bound and a query timeout");
+	check(parse(&o, err, "watch", "--org", "a", "--reconnect-backoff", "5000", NULL) == 0 &&
+		  o.reconnect_backoff_ms == 5000, "cli: watch --reconnect-backoff");
+	check(parse(&o, err, "watch", "--org", "a", "--reconnect-backoff", "0", NULL) == -1 &&
+		  strstr(err, "--reconnect-backoff"), "cli: --reconnect-backoff 0 is refused");
+	check(parse(&o, err, "status", "--reconnect-backoff", "5000", NULL) == -1 &&
+		  strstr(err, "--reconnect-backoff"), "cli: status does not take --reconnect-backoff");
 	check(parse(&o, err, "watch", "--all", "--org", "a", NULL) == -1 && strstr(err, "--all"),
 		  "cli: --all does not take --org");
 	check(parse(&o, err, "watch", "--all", "--after", "5", NULL) == -1 && strstr(err, "--after 0"),

@@ -11,7 +11,8 @@
 #   - with the server down, the reconnect backoff grows although pgbouncer
 #     accepts every login (its query_wait_timeout is set to a second, so
 #     that a query waiting for a server fails quickly): the backoff starts
-#     over only once a connection has answered a query.
+#     over only once a connection has answered a query.  It grows up to its
+#     cap (1 s by default), which bounds every wait.
 
 use strict;
 use warnings;
@@ -128,16 +129,29 @@ stop_pgbouncer();
 start_pgbouncer('transaction');
 is(`psql -XAtq -d '$via_pool' -c 'SELECT 1'`, "1\n", 'pgbouncer served a login');
 $node->stop;
-# From 100 ms, doubling with a jitter of +-50%: past a second within seven
-# reconnects.  Reset at every login, it would stay at 100 ms.
+# From 100 ms, doubling, each wait between half the backoff and the whole
+# of it: reset at every login, the waits would stay at 100 ms at most.
+# With the default cap (1 s) they reach half a second within five
+# reconnects and stay between half a second and a second.
 my $down = watch('--org', 'acme');
-wait_for(watch => $down, stderr => qr/reconnecting in \d{4,} ms/);
+wait_for(watch => $down, stderr => qr/(?:reconnecting in [5-9]\d\d ms.*){3}/s);
 $down->{h}->signal('TERM');
 $down->{h}->finish;
 my @waits = $down->{err} =~ /reconnecting in (\d+) ms/g;
 note('reconnect waits: ' . join(', ', @waits));
-cmp_ok(scalar(@waits), '<=', 12, 'server down: a handful of reconnects until the wait reaches a second, not a hundred');
-cmp_ok((sort { $b <=> $a } @waits)[0], '>=', 1000, 'server down: the wait grows past a second');
+cmp_ok(scalar(@waits), '<=', 12, 'server down: a handful of reconnects until the wait reaches half a second, not a hundred');
+cmp_ok((sort { $b <=> $a } @waits)[0], '<=', 1000, 'server down: no wait beyond the cap, 1 s');
+cmp_ok(scalar(grep { $_ >= 500 } @waits[-3 .. -1]), '==', 3, 'server down: the wait grows to the cap and stays there');
+
+# With a larger cap (--reconnect-backoff), the growth goes on past a second.
+$down = watch('--org', 'acme', '--reconnect-backoff', '30000');
+wait_for(watch => $down, stderr => qr/reconnecting in \d{4,} ms/);
+$down->{h}->signal('TERM');
+$down->{h}->finish;
+@waits = $down->{err} =~ /reconnecting in (\d+) ms/g;
+note('reconnect waits with a cap of 30 s: ' . join(', ', @waits));
+cmp_ok(scalar(@waits), '<=', 12, 'server down, cap 30 s: a handful of reconnects until the wait reaches a second');
+cmp_ok((sort { $b <=> $a } @waits)[0], '>=', 1000, 'server down, cap 30 s: the wait grows past a second');
 stop_pgbouncer();
 
 done_testing();

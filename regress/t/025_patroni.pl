@@ -11,7 +11,10 @@
 # replicas with heartbeats), and the Go and Python reference consumers.
 #
 #   A. a planned switchover (patronictl switchover): nothing acknowledged
-#      lost, no resync;
+#      lost, no resync; every `eventhub watch` consumer prints the first
+#      event each publisher got acknowledged by the new leader within a
+#      second or so of that acknowledgement (measured and printed;
+#      checked against 2.5 s, room for a loaded machine);
 #   B. synchronous_mode on, the leader crashes (its Patroni and postmaster
 #      SIGKILLed): nothing acknowledged lost, no resync;
 #   C. the crashed leader rejoins;
@@ -108,6 +111,25 @@ sub sql_on
 }
 
 sub leader { my ($name) = split ' ', ha('leader', $ha_dir); return $name; }
+
+# ha_pumped(ARGS): ha(ARGS), with the publishers and consumers pumped and
+# the consumers' lines read while it runs, so that when each line came
+# counts (lines_of).
+sub ha_pumped
+{
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ 'bash', $ha, @_ ], '<', \'', '>', \$out, '2>', \$err, IPC::Run::timeout($backstop));
+	while ($h->pumpable)
+	{
+		$h->pump_nb;
+		$_->{h}->pump_nb for grep { $_->{h} && $_->{h}->pumpable } @publishers, @consumers;
+		lines_of($_) for @consumers;
+		usleep(10_000);
+	}
+	$h->finish or die "ha-cluster.sh @_ failed: $err$out";
+	chomp $out;
+	return $out;
+}
 
 # Publishers and consumers are pumped by every wait.
 pump_during_waits(sub { grep { $_->{h} } @publishers, @consumers });
@@ -214,6 +236,7 @@ sub lines_of
 		}
 		push @{ $c->{lines} }, $l;
 		my ($kind, $org, $rev) = @$l;
+		$c->{seen}{"$org $rev"} //= time if $kind eq 'EVENT';
 		$c->{applied}{$org} = $kind eq 'RESYNC' ? $rev : $rev > ($c->{applied}{$org} // 0) ? $rev : $c->{applied}{$org};
 		$c->{resyncs}++ if $kind eq 'RESYNC';
 	}
@@ -294,6 +317,25 @@ sub outage
 	return $worst;
 }
 
+# The first event each publisher got acknowledged after its first failed
+# attempt since T (by the new leader): how long after that acknowledgement
+# each consumer of CS printed it (when lines_of read it), as
+# ["consumer: publisher", seconds] pairs.
+sub back_after
+{
+	my ($t, @cs) = @_;
+	my @found;
+	for my $p (sort { $a->{org} cmp $b->{org} } values %pub)
+	{
+		my ($acks, $retries) = pub_log($p);
+		my ($fail) = grep { $_->[1] >= $t } @$retries;
+		my ($ok) = $fail ? grep { $_->[3] > $fail->[1] } @$acks : ();
+		next unless $ok;
+		push @found, map { lines_of($_); [ "$_->{name}: $p->{org}", ($_->{seen}{"$p->{org} $ok->[1]"} // 1e20) - $ok->[3] ] } @cs;
+	}
+	return @found;
+}
+
 # Every acknowledged event is in the leader's eventhub.events, once, at its
 # revision; returns (acknowledged, lost) over ACKS ([org, id, revision]).
 sub check_acks
@@ -342,11 +384,17 @@ caught_up('start', time, @running, $sleeper);
 # A. A planned switchover.
 my $t0 = time;
 my $from = leader();
-note(ha('switchover', $ha_dir));
+note(ha_pumped('switchover', $ha_dir));
 my $to = leader();
 isnt($to, $from, "A: the switchover moved the leader ($from to $to)");
 ok(publishing_after('A', $t0), 'A: publishing resumes on the new leader');
 $timing{A} = { publish => outage($t0), caught_up => caught_up('A', $t0, @running, $sleeper) };
+my @back = back_after($t0, @running);
+diag(sprintf('A: the first event acknowledged by the new leader printed after its acknowledgement: %s',
+	join(', ', map { sprintf('%s %.0f ms', $_->[0], 1000 * $_->[1]) } @back)));
+ok(scalar(grep { $_->[0] =~ /^watch/ } @back), 'A: a publisher saw the switchover (an attempt failed)');
+cmp_ok($_->[1], '<', 2.5, "A: $_->[0]: the first event of the new leader printed within 2.5 s of its acknowledgement")
+  for grep { $_->[0] =~ /^watch/ } @back;
 my ($n, $lost) = check_acks([ all_acks() ]);
 is($lost, 0, "A: every acknowledged event is there ($n acknowledged)");
 is(resyncs($_), 0, "A: $_->{name}: no resync") or diag("$_->{name} resynced:\n" . resync_context($_)) for @running, $sleeper;
