@@ -193,8 +193,20 @@ ehi_result_failed(eh_client *c, const PGresult *res, const char *what)
 void
 ehi_query_failed(eh_client *c, PGresult *res, const char *what)
 {
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
 	if (ehi_result_failed(c, res, what))
 		return;
+	if (state && strcmp(state, "26000") == 0 && !c->link.prepare_off)
+	{
+		/* A prepared statement is gone: a transaction-pooling proxy. */
+		ehi_log(c, EH_LOG_WARNING, "prepared statements do not last on this connection"
+				" (a transaction-pooling proxy?): no longer preparing them");
+		c->link.prepare_off = 1;
+		c->link.prepared = 0;
+		c->link.next_poll_at = 0;
+		return;
+	}
 	ehi_set_result_error(c, &c->link.conn, res, what);
 	ehi_log(c, EH_LOG_ERROR, "%s", c->errmsg);
 	ehi_retry_later(c);
