@@ -55,10 +55,21 @@ fan_perf_report() {
 	done
 	return 0
 }
+# fan_backends N PER: the backends of N watchers, PER each, on the primary
+# (by their application name): sets FAN_BPIDS.
+fan_backends() {
+	mapfile -t FAN_BPIDS < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
+	[ "${#FAN_BPIDS[@]}" = "$(($1 * $2))" ] || fail "fan-out $1: ${#FAN_BPIDS[@]} watcher backends, not $(($1 * $2))"
+}
 # fan_run N TAG [go]: N `eventhub watch` processes, or N Go watchers (two
 # backends each: one listens, one fetches); sets FAN_CPU_C and FAN_CPU_S
 # (CPU us per delivered event of the watchers and of their backends) and
-# FAN_RATE_GOT.  The latencies are in $out/fan_N_TAG.out.
+# FAN_RATE_GOT.  The latencies are in $out/fan_N_TAG.out; a missing,
+# duplicated or reordered line fails the run.  Where the watchers connect:
+# FAN_DSN, a conninfo (default: the primary, as PG* say), and FAN_BACKENDS,
+# the function that finds the server processes that serve them (default
+# fan_backends; given FAN_DSN, the watchers poll, so no wait for idle
+# sessions).
 fan_run() {
 	local n=$1 tag=$2 kind=${3:-cli} i head fifos=() wpids=() bpids spid t0c t0s t1c t1s per=1
 	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
@@ -71,7 +82,7 @@ fan_run() {
 			per=2
 			GOMAXPROCS=${BENCH_GOMAXPROCS:-} "$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		else
-			PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+			PGAPPNAME=fan-watch "$work/eventhub" ${FAN_DSN:+-d "$FAN_DSN"} watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		fi
 		wpids+=("$!")
 		bgpids+=("$!")
@@ -82,9 +93,9 @@ fan_run() {
 	bgpids+=("$spid")
 	q -c "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'warm-up', NULL, '{}')" >/dev/null
 	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_${n}_$tag.stamp.err" "$out"/fan_"${n}_$tag"_*.err | head -5)"
-	wait_until "the watchers of fan-out $n to be idle" sessions_idle
-	mapfile -t bpids < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
-	[ "${#bpids[@]}" = "$((n * per))" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $((n * per))"
+	[ -n "${FAN_DSN:-}" ] || wait_until "the watchers of fan-out $n to be idle" sessions_idle
+	"${FAN_BACKENDS:-fan_backends}" "$n" "$per"
+	bpids=("${FAN_BPIDS[@]}")
 	t0c=$(cpu_ns "${wpids[@]}")
 	t0s=$(cpu_ns "${bpids[@]}")
 	fan_perf_start "$n" "$tag" "$(IFS=,; echo "${wpids[*]}")" "$(IFS=,; echo "${bpids[*]}")"
@@ -98,6 +109,7 @@ fan_run() {
 	kill "${wpids[@]}" 2>/dev/null || true
 	for i in "${wpids[@]}"; do wait "$i" 2>/dev/null || true; done
 	wait "$spid" || fail "fan-out $n: eh_bench stamp failed: $(cat "$out/fan_${n}_$tag.stamp.err")"
+	order_check "$out/fan_${n}_$tag.out" "fan-out to $n watchers ($tag)"
 	FAN_CPU_C=$(calc "($t1c - $t0c) / 1000 / ($n * $FAN_EVENTS)")
 	FAN_CPU_S=$(calc "($t1s - $t0s) / 1000 / ($n * $FAN_EVENTS)")
 	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
