@@ -27,7 +27,7 @@
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the measurements to run, by number (1-14) or name,
+#   BENCH_ONLY   the measurements to run, by number (1-17) or name,
 #                separated by spaces or commas; default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
 #                "1 4 8 16 64")
@@ -59,7 +59,8 @@ set -euo pipefail
 
 # The measurements in the order they run: NN-NAME, the script bench/items/NN-NAME.sh.
 ITEMS=(01-publish 02-latency 03-listeners 04-catchup 05-new-orgs 06-retention 07-poll
-	08-compaction 09-snapshot 10-metrics 11-fanout 13-go-watch 14-go-publish 12-history)
+	08-compaction 09-snapshot 10-metrics 11-fanout 13-go-watch 14-go-publish 12-history
+	15-standby 16-pooler 17-outage)
 
 # item_number WORD: the number of the measurement WORD names (its number or
 # its name); nothing if none.
@@ -138,7 +139,7 @@ if [ "${1:-}" != "--inner" ]; then
 	for word in "${words[@]}"; do
 		n=$(item_number "$word")
 		if [ -z "$n" ]; then
-			echo "bench: BENCH_ONLY must list measurement numbers (1-14) or names ($(printf '%s\n' "${ITEMS[@]#*-}" | paste -sd' ' -)), not '$BENCH_ONLY'" >&2
+			echo "bench: BENCH_ONLY must list measurement numbers (1-17) or names ($(printf '%s\n' "${ITEMS[@]#*-}" | paste -sd' ' -)), not '$BENCH_ONLY'" >&2
 			exit 2
 		fi
 		only+="${only:+ }$n"
@@ -192,6 +193,7 @@ cleanup() {
 	local p
 	for p in "${bgpids[@]}"; do kill "$p" 2>/dev/null || true; done
 	exec 3>&- 2>/dev/null || true
+	cluster_stop "$work/standby"
 	cluster_stop "$work/cluster"
 }
 trap cleanup EXIT

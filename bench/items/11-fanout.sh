@@ -3,22 +3,21 @@
 # notifications carry the events: the default) and off (every watcher
 # fetches every event), alternating which goes first: publish-to-printed-
 # line latency, CPU per delivered event, and the lines missing, duplicated
-# or reordered (any fails the run).  At FAN_BOTH_MAX watchers or fewer both
-# modes run; above, only the default (on): 128 watchers in both modes
-# would add about a minute, and off is the mode nobody needs at that count.
-# Once the latencies are measured, 8 clients publish to organizations of
-# their own, unthrottled, for T_TPS seconds beside N watch processes that
-# follow fan-org (idle: nothing is published to it), against beside none
-# just before and after: what N watchers cost the publishers of other
-# organizations (the fan-out's own rate is fixed by pgbench -R).  Why:
-# watch is how users follow an organization from a shell or a sidecar;
-# many of them must not cost the server a fetch each per event.
+# or reordered (any fails the run).  Once the latencies are measured, 8
+# clients publish to organizations of their own, unthrottled, for T_TPS
+# seconds beside FAN_TPS_PROCS watch processes that follow fan-org (idle:
+# nothing is published to it), FAN_TPS_ROUNDS times, each between two
+# points beside none: the median with them over the median without, what
+# N watchers cost the publishers of other organizations (the fan-out's own
+# rate is fixed by pgbench -R).  Why: watch is how users follow an
+# organization from a shell or a sidecar; many of them must not cost the
+# server a fetch each per event.
 
 source fan.sh
 #      variable      full                                smoke
 scaled FAN_PROCS     "${BENCH_FAN_PROCS:-1 16 64 128}"   "1 4"   # watch processes
-scaled FAN_BOTH_MAX  64                                  4       # most watchers run in both modes
-scaled FAN_TPS_PROCS "$FAN_PROCS"                        4       # idle watchers beside publishers
+scaled FAN_TPS_PROCS "16 64 128"                         4       # idle watchers beside publishers
+scaled FAN_TPS_ROUNDS 2                                  1       # their points (between points without)
 
 # watchers_idle N: whether N watch processes are connected and idle.
 watchers_idle() {
@@ -40,16 +39,14 @@ idle_tps() {
 	for i in "${pids[@]}"; do wait "$i" 2>/dev/null || true; done
 }
 
-say "11/14 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events (up to $FAN_BOTH_MAX watchers)"
+say "11/17 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events; publishers beside $FAN_TPS_PROCS idle watchers"
 fan_setup
 json11=()
 k=0
 for n in $FAN_PROCS; do
 	procs="$n watch $([ "$n" = 1 ] && echo process || echo processes)"
 	declare -A FCPU=()
-	modes=$( ((k++ % 2 == 0)) && echo "on off" || echo "off on")
-	[ "$n" -le "$FAN_BOTH_MAX" ] || modes=on
-	for mode in $modes; do
+	for mode in $( ((k++ % 2 == 0)) && echo "on off" || echo "off on"); do
 		reload_conf "ALTER SYSTEM SET eventhub.notification_events = $mode"
 		fan_run "$n" "$mode"
 		f=$out/fan_${n}_$mode.out
@@ -65,24 +62,21 @@ for n in $FAN_PROCS; do
 		FCPU[${mode}_s]=$FAN_CPU_S FCPU[${mode}_c]=$FAN_CPU_C
 		json11+=("{\"watchers\": $n, \"notification_events\": \"$mode\", \"rate_per_s\": $FAN_RATE, \"achieved_rate_per_s\": $FAN_RATE_GOT, \"events\": $FAN_EVENTS, \"lines\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $p99, \"max_ms\": $(kv "$f" max), \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C, \"missing\": $(kv "$f" missing), \"duplicated\": $(kv "$f" duplicated), \"reordered\": $(kv "$f" reordered)}")
 	done
-	if [ -n "${FCPU[off]:-}" ]; then
-		row "11. CPU us per delivered event (backend + watcher), $procs: events in the notification / fetched" \
-			"${FCPU[on]} (${FCPU[on_s]} + ${FCPU[on_c]}) / ${FCPU[off]} (${FCPU[off_s]} + ${FCPU[off_c]}) = $(calc "${FCPU[on]} / ${FCPU[off]}")"
-	else
-		row "11. CPU us per delivered event (backend + watcher), $procs: events in the notification" "${FCPU[on]} (${FCPU[on_s]} + ${FCPU[on_c]})"
-	fi
+	row "11. CPU us per delivered event (backend + watcher), $procs: events in the notification / fetched" \
+		"${FCPU[on]} (${FCPU[on_s]} + ${FCPU[on_c]}) / ${FCPU[off]} (${FCPU[off_s]} + ${FCPU[off_c]}) = $(calc "${FCPU[on]} / ${FCPU[off]}")"
 done
 reload_conf "ALTER SYSTEM RESET eventhub.notification_events"
 # What idle watchers cost the publishers of other organizations: beside
-# none, N, none again (after the latencies, which the bursts would disturb).
+# none, N, none, ... (after the latencies, which the bursts would disturb).
 for n in $FAN_TPS_PROCS; do
-	idle_tps "$out/fan_tps_${n}_before.log" 0
-	idle_tps "$out/fan_tps_${n}_with.log" "$n"
-	idle_tps "$out/fan_tps_${n}_after.log" 0
-	none=$(calc "($(tps_of "$out/fan_tps_${n}_before.log") + $(tps_of "$out/fan_tps_${n}_after.log")) / 2")
-	ratio_row "11. publish throughput, 8 clients of other organizations, beside $n idle watch $([ "$n" = 1 ] && echo process || echo processes) / none (mean of before and after)" \
-		"$(tps_of "$out/fan_tps_${n}_with.log")" "$none"
-	json11+=("{\"idle_watchers\": $n, \"publish_tps\": $(tps_of "$out/fan_tps_${n}_with.log"), \"no_watcher_publish_tps\": $none, \"ratio\": $RATIO}")
+	with=() none=()
+	for ((r = 0; r <= 2 * FAN_TPS_ROUNDS; r++)); do
+		idle_tps "$out/fan_tps_${n}_$r.log" $((r % 2 == 1 ? n : 0))
+		if ((r % 2 == 1)); then with+=("$(tps_of "$out/fan_tps_${n}_$r.log")"); else none+=("$(tps_of "$out/fan_tps_${n}_$r.log")"); fi
+	done
+	ratio_row "11. publish throughput, 8 clients of other organizations, beside $n idle watch processes / none (medians; with $(spread "${with[@]}"), none $(spread "${none[@]}"))" \
+		"$(median "${with[@]}")" "$(median "${none[@]}")"
+	json11+=("{\"idle_watchers\": $n, \"publish_tps\": $(median "${with[@]}"), \"no_watcher_publish_tps\": $(median "${none[@]}"), \"ratio\": $RATIO}")
 done
 # The notifier lets commits gather for a time that follows the rate of its
 # last window, and a window ends only when it wakes: two of its idle
