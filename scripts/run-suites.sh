@@ -154,7 +154,7 @@ if want demo; then
 fi
 
 # Benchmark smoke run: the benchmark must work; its targets are not checked
-# here (make bench measures).  A few measurements at their smallest (under a
+# here (make bench measures).  A few measurements at their smallest (about a
 # minute): throughput rounds, library subscribers, a catch-up, watch
 # processes, and the Go watcher and publisher, and watch processes on a
 # hot standby, on the shared helpers.
