@@ -40,6 +40,8 @@ calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
 ge() { awk "BEGIN { exit !($1 >= $2) }"; }
 # median V...: the median of the values (the lower middle one of an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# mean V...: their mean.
+mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.3f", s / NR }'; }
 # spread V...: "least-greatest" of the values.
 spread() { printf '%s\n' "$@" | sort -g | sed -n '1p;$p' | paste -sd- -; }
 pgjobs() { [ "$1" -lt 2 ] && echo 1 || echo 2; }

@@ -7,7 +7,7 @@
 # clients publish to organizations of their own, unthrottled, for T_TPS
 # seconds beside FAN_TPS_PROCS watch processes that follow fan-org (idle:
 # nothing is published to it), FAN_TPS_ROUNDS times, each between two
-# points beside none: the median with them over the median without, what
+# points beside none: the mean with them over the mean without, what
 # N watchers cost the publishers of other organizations (the fan-out's own
 # rate is fixed by pgbench -R).  Why: watch is how users follow an
 # organization from a shell or a sidecar; many of them must not cost the
@@ -72,11 +72,12 @@ for n in $FAN_TPS_PROCS; do
 	with=() none=()
 	for ((r = 0; r <= 2 * FAN_TPS_ROUNDS; r++)); do
 		idle_tps "$out/fan_tps_${n}_$r.log" $((r % 2 == 1 ? n : 0))
-		if ((r % 2 == 1)); then with+=("$(tps_of "$out/fan_tps_${n}_$r.log")"); else none+=("$(tps_of "$out/fan_tps_${n}_$r.log")"); fi
+		tps=$(printf %.0f "$(tps_of "$out/fan_tps_${n}_$r.log")")
+		if ((r % 2 == 1)); then with+=("$tps"); else none+=("$tps"); fi
 	done
-	ratio_row "11. publish throughput, 8 clients of other organizations, beside $n idle watch processes / none (medians; with $(spread "${with[@]}"), none $(spread "${none[@]}"))" \
-		"$(median "${with[@]}")" "$(median "${none[@]}")"
-	json11+=("{\"idle_watchers\": $n, \"publish_tps\": $(median "${with[@]}"), \"no_watcher_publish_tps\": $(median "${none[@]}"), \"ratio\": $RATIO}")
+	ratio_row "11. publish throughput, 8 clients of other organizations, beside $n idle watch processes / none (means; with $(spread "${with[@]}"), none $(spread "${none[@]}"))" \
+		"$(mean "${with[@]}")" "$(mean "${none[@]}")"
+	json11+=("{\"idle_watchers\": $n, \"publish_tps\": $(mean "${with[@]}"), \"no_watcher_publish_tps\": $(mean "${none[@]}"), \"ratio\": $RATIO}")
 done
 # The notifier lets commits gather for a time that follows the rate of its
 # last window, and a window ends only when it wakes: two of its idle
