@@ -210,4 +210,9 @@ pooler_backends() {
 	mapfile -t FAN_BPIDS < <(q -c "SELECT pid FROM pg_stat_activity WHERE usename = 'bench_pool'")
 	FAN_BPIDS+=("$POOL_PID")
 }
+# pooler_stop: stops the pgbouncer of pooler_start.
+pooler_stop() {
+	kill "$POOL_PID" 2>/dev/null || true
+	wait "$POOL_PID" 2>/dev/null || true
+}
 pooler_full() { [ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'bench_pool'")" = "$POOL_SIZE" ]; }

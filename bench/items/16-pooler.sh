@@ -24,4 +24,4 @@ row "16. pooler: publish-to-printed-line ms p50/p95/p99/max, $n watch processes 
 row "16. pooler: CPU us per delivered event ($POOL_SIZE server backends and pgbouncer + watcher), $n watch processes" \
 	"$(calc "$FAN_CPU_S + $FAN_CPU_C") ($FAN_CPU_S + $FAN_CPU_C)"
 jadd pooler "{\"watchers\": $n, \"pool_size\": $POOL_SIZE, \"rate_per_s\": $FAN_RATE, \"achieved_rate_per_s\": $FAN_RATE_GOT, \"events\": $FAN_EVENTS, \"lines\": $(kv "$f" count), \"p50_ms\": $(kv "$f" p50), \"p95_ms\": $(kv "$f" p95), \"p99_ms\": $(kv "$f" p99), \"max_ms\": $(kv "$f" max), \"cpu_us_per_event_server\": $FAN_CPU_S, \"cpu_us_per_event_client\": $FAN_CPU_C, \"missing\": $(kv "$f" missing), \"duplicated\": $(kv "$f" duplicated), \"reordered\": $(kv "$f" reordered)}"
-kill "$POOL_PID" && wait "$POOL_PID" || true
+pooler_stop

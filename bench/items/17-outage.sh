@@ -66,6 +66,6 @@ for how in direct pooler; do
 	row "$label: event's commit to printed line ms" "$OUT_COMMIT_MS" "<= 1000 ms" "$(at_most "$OUT_COMMIT_MS" 1000)"
 	row "$label: accepting connections to printed line ms (to the event: $OUT_PUBLISH_MS)" "$OUT_ACCEPT_MS" "<= 1000 ms" "$(at_most "$OUT_ACCEPT_MS" 1000)"
 	json17+=("{\"via\": \"$how\", \"down_s\": $OUT_DOWN, \"commit_to_line_ms\": $OUT_COMMIT_MS, \"accept_to_line_ms\": $OUT_ACCEPT_MS, \"accept_to_event_ms\": $OUT_PUBLISH_MS}")
-	[ $how = direct ] || { kill "$POOL_PID" && wait "$POOL_PID" || true; }
+	[ $how = direct ] || pooler_stop
 done
 jadd outage "$(jlist "${json17[@]}")"
