@@ -55,10 +55,21 @@ fan_perf_report() {
 	done
 	return 0
 }
+# fan_backends N PER: the backends of N watchers, PER each, on the primary
+# (by their application name): sets FAN_BPIDS.
+fan_backends() {
+	mapfile -t FAN_BPIDS < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
+	[ "${#FAN_BPIDS[@]}" = "$(($1 * $2))" ] || fail "fan-out $1: ${#FAN_BPIDS[@]} watcher backends, not $(($1 * $2))"
+}
 # fan_run N TAG [go]: N `eventhub watch` processes, or N Go watchers (two
 # backends each: one listens, one fetches); sets FAN_CPU_C and FAN_CPU_S
 # (CPU us per delivered event of the watchers and of their backends) and
-# FAN_RATE_GOT.  The latencies are in $out/fan_N_TAG.out.
+# FAN_RATE_GOT.  The latencies are in $out/fan_N_TAG.out; a missing,
+# duplicated or reordered line fails the run.  Where the watchers connect:
+# FAN_DSN, a conninfo (default: the primary, as PG* say), and FAN_BACKENDS,
+# the function that finds the server processes that serve them (default
+# fan_backends; given FAN_DSN, the watchers poll, so no wait for idle
+# sessions).
 fan_run() {
 	local n=$1 tag=$2 kind=${3:-cli} i head fifos=() wpids=() bpids spid t0c t0s t1c t1s per=1
 	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
@@ -71,7 +82,7 @@ fan_run() {
 			per=2
 			GOMAXPROCS=${BENCH_GOMAXPROCS:-} "$work/gowatch" -conninfo "application_name=fan-watch" -org fan-org -after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		else
-			PGAPPNAME=fan-watch "$work/eventhub" watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
+			PGAPPNAME=fan-watch "$work/eventhub" ${FAN_DSN:+-d "$FAN_DSN"} watch --org fan-org --after "$head" >"$work/fan/w$i" 2>"$out/fan_${n}_${tag}_$i.err" &
 		fi
 		wpids+=("$!")
 		bgpids+=("$!")
@@ -82,9 +93,9 @@ fan_run() {
 	bgpids+=("$spid")
 	q -c "SELECT eventhub.publish_event('fan-org', 'API', 'UPDATE', 'warm-up', NULL, '{}')" >/dev/null
 	wait_file "$work/fan_ready" "$spid" || fail "the watchers of fan-out $n did not print the warm-up: $(cat "$out/fan_${n}_$tag.stamp.err" "$out"/fan_"${n}_$tag"_*.err | head -5)"
-	wait_until "the watchers of fan-out $n to be idle" sessions_idle
-	mapfile -t bpids < <(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
-	[ "${#bpids[@]}" = "$((n * per))" ] || fail "fan-out $n: ${#bpids[@]} watcher backends, not $((n * per))"
+	[ -n "${FAN_DSN:-}" ] || wait_until "the watchers of fan-out $n to be idle" sessions_idle
+	"${FAN_BACKENDS:-fan_backends}" "$n" "$per"
+	bpids=("${FAN_BPIDS[@]}")
 	t0c=$(cpu_ns "${wpids[@]}")
 	t0s=$(cpu_ns "${bpids[@]}")
 	fan_perf_start "$n" "$tag" "$(IFS=,; echo "${wpids[*]}")" "$(IFS=,; echo "${bpids[*]}")"
@@ -98,7 +109,110 @@ fan_run() {
 	kill "${wpids[@]}" 2>/dev/null || true
 	for i in "${wpids[@]}"; do wait "$i" 2>/dev/null || true; done
 	wait "$spid" || fail "fan-out $n: eh_bench stamp failed: $(cat "$out/fan_${n}_$tag.stamp.err")"
+	order_check "$out/fan_${n}_$tag.out" "fan-out to $n watchers ($tag)"
 	FAN_CPU_C=$(calc "($t1c - $t0c) / 1000 / ($n * $FAN_EVENTS)")
 	FAN_CPU_S=$(calc "($t1s - $t0s) / 1000 / ($n * $FAN_EVENTS)")
 	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
 }
+
+# standby_start: a hot standby of the bench cluster in $work/standby
+# (pg_basebackup -R, its own socket directory and port 5433, the primary's
+# settings, shared_preload_libraries too), caught up; sets SB_HOST and
+# SB_PORT.  cleanup (bench/run.sh) stops it.
+standby_start() {
+	local dir=$work/standby lsn
+	rm -rf "$dir"
+	mkdir -p "$dir/socket"
+	"$PG_BINDIR/pg_basebackup" -D "$dir/data" -R -X stream -c fast >"$dir.log" 2>&1 || fail "pg_basebackup failed: $(cat "$dir.log")"
+	printf '%s\n' "unix_socket_directories = '$dir/socket'" "port = 5433" "hot_standby = on" >>"$dir/data/postgresql.conf"
+	"$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null || fail "the standby did not start: $(tail -5 "$dir/server.log")"
+	SB_HOST=$dir/socket SB_PORT=5433
+	lsn=$(q -c "SELECT pg_current_wal_lsn()")
+	wait_until "the standby to replay $lsn" standby_at "$lsn"
+}
+standby_at() { [ "$(q -h "$SB_HOST" -p "$SB_PORT" -c "SELECT pg_last_wal_replay_lsn() >= '$1'")" = t ]; }
+# standby_backends N PER: the backends of N watchers on the standby: FAN_BPIDS.
+standby_backends() {
+	mapfile -t FAN_BPIDS < <(q -h "$SB_HOST" -p "$SB_PORT" -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'fan-watch'")
+	[ "${#FAN_BPIDS[@]}" = "$1" ] || fail "standby fan-out $1: ${#FAN_BPIDS[@]} watcher backends, not $1"
+}
+# lag_start FILE: the standby's replay lag (pg_stat_replication.replay_lag on
+# the primary, ms, 0 when none is reported) sampled every 100 ms into FILE,
+# until lag_stop.  The primary shows the last lag measured until a new one
+# comes: first one event is published and replayed, so that the first
+# sample is not that of an earlier burst.
+lag_start() {
+	local lsn
+	q -c "SELECT eventhub.publish_event('bench-shared', 'API', 'UPDATE', 'lag', NULL, '{}')" >/dev/null
+	lsn=$(q -c "SELECT pg_current_wal_lsn()")
+	wait_until "the standby to replay $lsn" standby_at "$lsn"
+	sleep 0.2
+	"$PG_BINDIR/psql" -X -q -At >"$1" 2>&1 <<<"SELECT coalesce(extract(epoch FROM replay_lag) * 1000, 0)::numeric(10,3) FROM pg_stat_replication \watch 0.1" &
+	LAG_PID=$!
+	bgpids+=("$LAG_PID")
+}
+# lag_stop FILE: stops the sampling; sets LAG_MAX, LAG_P99 (ms) and LAG_N (samples).
+lag_stop() {
+	kill "$LAG_PID" 2>/dev/null || true
+	wait "$LAG_PID" 2>/dev/null || true
+	LAG_N=$(grep -c '^[0-9.]*$' "$1" || true)
+	LAG_MAX=$(grep '^[0-9.]*$' "$1" | sort -g | tail -1)
+	LAG_P99=$(grep '^[0-9.]*$' "$1" | sort -g | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print v[i] }')
+}
+
+# pooler_start: pgbouncer (pool_mode = transaction) in front of the primary,
+# on 127.0.0.1 (a free port from 6432), logging in to the server as the
+# superuser bench_pool (so that its server connections are known by their
+# user): POOL_SIZE server connections, opened at once (min_pool_size); a
+# query waits at most a second for a server, and a failed login is retried
+# after a second (as regress/t/010_pgbouncer.pl: the defaults, 120 s and
+# 15 s, are for pools that wait out a restart).  Sets POOL_DSN and
+# POOL_PID; cleanup (bench/run.sh) stops it.
+pooler_start() {
+	local dir=$work/pooler port=6432
+	while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	q -c "DO \$\$ BEGIN CREATE ROLE bench_pool LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN END \$\$" >/dev/null
+	echo '"postgres" ""' >"$dir/users.txt"
+	cat >"$dir/pgbouncer.ini" <<-EOF2
+		[databases]
+		postgres = host=$PGHOST port=$PGPORT dbname=postgres user=bench_pool
+		[pgbouncer]
+		listen_addr = 127.0.0.1
+		listen_port = $port
+		unix_socket_dir =
+		auth_type = trust
+		auth_file = $dir/users.txt
+		pool_mode = transaction
+		default_pool_size = $POOL_SIZE
+		min_pool_size = $POOL_SIZE
+		max_client_conn = 300
+		server_login_retry = 1
+		query_wait_timeout = 1
+		logfile = $dir/pgbouncer.log
+		pidfile = $dir/pgbouncer.pid
+	EOF2
+	/usr/sbin/pgbouncer "$dir/pgbouncer.ini" >"$dir/pgbouncer.out" 2>&1 &
+	POOL_PID=$!
+	bgpids+=("$POOL_PID")
+	POOL_DSN="host=127.0.0.1 port=$port dbname=postgres user=postgres"
+	wait_until "pgbouncer on port $port" pooler_up
+}
+pooler_up() {
+	kill -0 "$POOL_PID" 2>/dev/null || fail "pgbouncer did not start: $(cat "$work/pooler/pgbouncer.out")"
+	q -d "$POOL_DSN" -c "SELECT 1" >/dev/null 2>&1
+}
+# pooler_backends N PER: the pool's server connections, once there are
+# POOL_SIZE, and pgbouncer itself: FAN_BPIDS.
+pooler_backends() {
+	wait_until "$POOL_SIZE server connections of the pool" pooler_full
+	mapfile -t FAN_BPIDS < <(q -c "SELECT pid FROM pg_stat_activity WHERE usename = 'bench_pool'")
+	FAN_BPIDS+=("$POOL_PID")
+}
+# pooler_stop: stops the pgbouncer of pooler_start.
+pooler_stop() {
+	kill "$POOL_PID" 2>/dev/null || true
+	wait "$POOL_PID" 2>/dev/null || true
+}
+pooler_full() { [ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'bench_pool'")" = "$POOL_SIZE" ]; }

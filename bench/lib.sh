@@ -28,11 +28,20 @@ tps_of() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -1; }
 latency_of() { sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$1"; }
 # kv FILE KEY: the value of KEY in eh_bench's key=value output line.
 kv() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p" | head -1; }
+# order_check FILE WHAT: fails the run, naming WHAT, when eh_bench stamp's
+# output FILE counts a missing, duplicated or reordered line.
+order_check() {
+	local bad
+	bad=$(grep -Eo '(missing|duplicated|reordered)=[0-9]+' "$1" | grep -v '=0$' | paste -sd' ' -) || true
+	[ -z "$bad" ] || fail "$2: $bad (per watcher: $(grep -h 'missing=' "${1%.out}".stamp.err 2>/dev/null | head -3))"
+}
 # calc EXPR: floating-point arithmetic with awk.
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
 ge() { awk "BEGIN { exit !($1 >= $2) }"; }
 # median V...: the median of the values (the lower middle one of an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# mean V...: their mean.
+mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.3f", s / NR }'; }
 # spread V...: "least-greatest" of the values.
 spread() { printf '%s\n' "$@" | sort -g | sed -n '1p;$p' | paste -sd- -; }
 pgjobs() { [ "$1" -lt 2 ] && echo 1 || echo 2; }

@@ -24,13 +24,17 @@
 #   13 go-watch    the Go package's watchers against eventhub watch
 #   14 go-publish  the Go package's Publish against pgbench
 #   12 history     publish and read beside a long kept history
+#   15 standby     eventhub watch processes on a hot standby; its replay lag
+#   16 pooler      eventhub watch processes through pgbouncer (transaction pooling)
+#   17 outage      a watcher across a restart of the server (runs last: it
+#                  stops the cluster)
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the measurements to run, by number (1-14) or name,
+#   BENCH_ONLY   the measurements to run, by number (1-17) or name,
 #                separated by spaces or commas; default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
-#                "1 4 8 16 64")
+#                "1 16 64 128")
 #   BENCH_GO_FAN_PROCS  the numbers of Go watchers (and of watch
 #                processes) of item 13 (default "1 16 64")
 #   BENCH_KEEP   a directory to copy every raw output of the run into
@@ -50,8 +54,8 @@
 # Run as root it stages itself and the C helper (bench/eh_bench/, compiled
 # here against client/libeventhub.a) into a mktemp directory under /tmp and
 # runs the measurements as the unprivileged user postgres (PostgreSQL refuses
-# root).  It needs the extension installed (make install), pgbench, PgQ and
-# Go with pgx: scripts/deps.sh installs them; this script installs nothing.
+# root).  It needs the extension installed (make install), pgbench, PgQ,
+# pgbouncer and Go with pgx: scripts/deps.sh installs them; this script installs nothing.
 # Performance figures are ratios against baselines measured in the same run;
 # a missed target prints MISS but does not fail the run.  The exit status is
 # non-zero only when the benchmark itself breaks.
@@ -59,7 +63,8 @@ set -euo pipefail
 
 # The measurements in the order they run: NN-NAME, the script bench/items/NN-NAME.sh.
 ITEMS=(01-publish 02-latency 03-listeners 04-catchup 05-new-orgs 06-retention 07-poll
-	08-compaction 09-snapshot 10-metrics 11-fanout 13-go-watch 14-go-publish 12-history)
+	08-compaction 09-snapshot 10-metrics 11-fanout 13-go-watch 14-go-publish 12-history
+	15-standby 16-pooler 17-outage)
 
 # item_number WORD: the number of the measurement WORD names (its number or
 # its name); nothing if none.
@@ -83,6 +88,7 @@ requirements() {
 	fi
 	command -v "${CC:-cc}" >/dev/null || missing+=("a C compiler (gcc)")
 	command -v go >/dev/null || missing+=("go (golang-go)")
+	[ -x /usr/sbin/pgbouncer ] || missing+=("pgbouncer (pgbouncer)")
 	[ -d /usr/share/gocode/src/github.com/jackc/pgx/v4 ] || missing+=("pgx (golang-github-jackc-pgx-v4-dev)")
 	[ ${#missing[@]} -eq 0 ] && return 0
 	printf -v list '%s, ' "${missing[@]}"
@@ -138,7 +144,7 @@ if [ "${1:-}" != "--inner" ]; then
 	for word in "${words[@]}"; do
 		n=$(item_number "$word")
 		if [ -z "$n" ]; then
-			echo "bench: BENCH_ONLY must list measurement numbers (1-14) or names ($(printf '%s\n' "${ITEMS[@]#*-}" | paste -sd' ' -)), not '$BENCH_ONLY'" >&2
+			echo "bench: BENCH_ONLY must list measurement numbers (1-17) or names ($(printf '%s\n' "${ITEMS[@]#*-}" | paste -sd' ' -)), not '$BENCH_ONLY'" >&2
 			exit 2
 		fi
 		only+="${only:+ }$n"
@@ -192,6 +198,7 @@ cleanup() {
 	local p
 	for p in "${bgpids[@]}"; do kill "$p" 2>/dev/null || true; done
 	exec 3>&- 2>/dev/null || true
+	cluster_stop "$work/standby"
 	cluster_stop "$work/cluster"
 }
 trap cleanup EXIT

@@ -154,12 +154,13 @@ if want demo; then
 fi
 
 # Benchmark smoke run: the benchmark must work; its targets are not checked
-# here (make bench measures).  A few measurements at their smallest (under a
+# here (make bench measures).  A few measurements at their smallest (about a
 # minute): throughput rounds, library subscribers, a catch-up, watch
-# processes, and the Go watcher and publisher, on the shared helpers.
+# processes, and the Go watcher and publisher, and watch processes on a
+# hot standby, on the shared helpers.
 if want bench; then
 	one_test "bench smoke" out/bench.log env BENCH_SCALE=smoke \
-		BENCH_ONLY="publish latency catchup fanout go-watch go-publish" \
+		BENCH_ONLY="publish latency catchup fanout go-watch go-publish standby" \
 		BENCH_JSON="$work/out/bench-smoke.json" bash bench/run.sh
 fi
 

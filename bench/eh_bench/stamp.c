@@ -12,25 +12,56 @@
 #include <string.h>
 #include <unistd.h>
 
-/* One FIFO being read: what it has sent of its current line, its lines. */
+/*
+ * One FIFO being read: what it has sent of its current line, its lines, and
+ * the revisions it printed.  The warm-up's revision is BASE; the events
+ * expected are BASE + 1 to BASE + LINES, SEEN marks those printed.
+ */
 typedef struct stamp_stream
 {
 	int			fd;
 	char		buf[65536];
 	size_t		len;
 	long long	lines;
+	long long	base;			/* the warm-up's revision */
+	long long	high;			/* the highest revision printed */
+	long long	distinct;		/* expected revisions printed */
+	long long	duplicated;		/* lines of a revision printed before */
+	long long	reordered;		/* lines below a revision printed before */
+	char	   *seen;			/* [i]: revision BASE + i printed */
 } stamp_stream;
 
-/* The latencies to LAT_FILE and the percentiles to stdout; then DONE_FILE. */
-static void
-stamp_report(double *lat, size_t n, int nfifos, int complete, const char *lat_file,
-			 const char *done_file)
+/*
+ * Per stream, the expected events not printed (missing), the lines of a
+ * revision printed before (duplicated) and the lines that came after a
+ * higher revision (reordered), summed; the streams with any go to stderr.
+ * Returns whether there were none.
+ */
+static int
+stamp_order_report(const char *prefix, stamp_stream *streams, int nfifos, char **fifos,
+				   long long expect, int with_missing)
 {
-	write_values(lat_file, lat, n);
-	print_pcts(lat, n);
-	printf(" streams=%d complete=%d\n", nfifos, complete);
-	fflush(stdout);
-	touch(done_file);
+	long long	missing = 0,
+				duplicated = 0,
+				reordered = 0;
+
+	for (int i = 0; i < nfifos; i++)
+	{
+		stamp_stream *s = &streams[i];
+		long long	m = with_missing ? expect - s->distinct : 0;
+
+		if (m || s->duplicated || s->reordered)
+			fprintf(stderr, "eh_bench: %s: missing=%lld duplicated=%lld reordered=%lld\n",
+					fifos[i], m, s->duplicated, s->reordered);
+		missing += m;
+		duplicated += s->duplicated;
+		reordered += s->reordered;
+	}
+	printf("%s", prefix);
+	if (with_missing)
+		printf("missing=%lld ", missing);
+	printf("duplicated=%lld reordered=%lld", duplicated, reordered);
+	return missing + duplicated + reordered == 0;
 }
 
 /* What the streams have brought so far. */
@@ -39,9 +70,62 @@ typedef struct stamp_state
 	double	   *lat;			/* latencies, ms */
 	size_t		n,
 				cap;
+	long long	expect;			/* events expected per stream */
 	int			ready;			/* streams that printed the warm-up */
-	int			complete;		/* streams that printed every line */
+	int			complete;		/* streams that printed every event */
+	long long	disorder;		/* duplicated + reordered lines, when reported */
 } stamp_state;
+
+/* The duplicated and reordered lines of the NFIFOS STREAMS. */
+static long long
+stamp_disorder(const stamp_stream *streams, int nfifos)
+{
+	long long	d = 0;
+
+	for (int i = 0; i < nfifos; i++)
+		d += streams[i].duplicated + streams[i].reordered;
+	return d;
+}
+
+/*
+ * The latencies to LAT_FILE, the percentiles and the order of the streams'
+ * lines to stdout; then DONE_FILE.
+ */
+static void
+stamp_report(stamp_state *st, stamp_stream *streams, int nfifos, char **fifos,
+			 const char *lat_file, const char *done_file)
+{
+	write_values(lat_file, st->lat, st->n);
+	print_pcts(st->lat, st->n);
+	printf(" streams=%d complete=%d ", nfifos, st->complete);
+	stamp_order_report("", streams, nfifos, fifos, st->expect, 1);
+	printf("\n");
+	fflush(stdout);
+	st->disorder = stamp_disorder(streams, nfifos);
+	touch(done_file);
+}
+
+/*
+ * Revision REV printed on stream S after its warm-up: counts it as expected
+ * (once), duplicated or reordered.
+ */
+static void
+stamp_revision(stamp_stream *s, long long rev, long long expect)
+{
+	long long	i = rev - s->base;
+
+	if (i <= 0 || (i <= expect && s->seen[i]))
+		s->duplicated++;
+	else if (rev < s->high)
+		s->reordered++;
+	if (i > 0 && i <= expect && !s->seen[i])
+	{
+		s->seen[i] = 1;
+		s->distinct++;
+	}
+	if (rev > s->high)
+		s->high = rev;
+}
 
 /*
  * One line of a stream, stamped at T: the first (the warm-up) counts toward
@@ -52,12 +136,21 @@ stamp_line(stamp_stream *s, const char *line, double t, stamp_state *st)
 {
 	const char *key = "\"processed_timestamp\": \"";
 	const char *p = strstr(line, key);
+	const char *r = strstr(line, "\"revision\": ");
+	long long	rev;
 	double		pts;
 
 	if (!p)
 		return;					/* a resync line or the like: not an event */
+	if (!r)
+		die("a line without its revision: %s", line);
+	rev = atoll(r + strlen("\"revision\": "));
 	if (s->lines++ == 0)
+	{
+		s->base = s->high = rev;
 		return;
+	}
+	stamp_revision(s, rev, st->expect);
 	pts = parse_ts(p + strlen(key));
 	if (pts < 0)
 		die("unreadable line: %s", line);
@@ -87,13 +180,14 @@ stamp_read(stamp_stream *s, stamp_state *st, int nfifos, long long expect, const
 	start = s->buf;
 	while ((nl = memchr(start, '\n', s->buf + s->len - start)) != NULL)
 	{
-		long long	before = s->lines;
+		long long	before = s->lines,
+					had = s->distinct;
 
 		*nl = '\0';
 		stamp_line(s, start, t, st);
 		if (before == 0 && s->lines == 1 && ++st->ready == nfifos)
 			touch(ready_file);
-		if (before == expect && s->lines == expect + 1)
+		if (had < expect && s->distinct == expect)
 			st->complete++;
 		start = nl + 1;
 	}
@@ -115,6 +209,14 @@ stamp_read(stamp_stream *s, stamp_state *st, int nfifos, long long expect, const
  *     creates DONE_FILE (-D), then reads on until every writer has closed
  *     its FIFO (a watcher whose output is gone stops at once, which
  *     the caller's CPU reading must come before).
+ *
+ *     Every stream must print the revisions after its warm-up's, each once
+ *     and in order: the report counts, over the streams, the expected
+ *     events not printed (missing=), the lines of a revision printed before
+ *     (duplicated=) and the lines below a revision printed before
+ *     (reordered=), and names the streams with any on stderr.  Lines that
+ *     come after the report are counted too: a line "late: duplicated=N
+ *     reordered=N" at the end when there were any.
  */
 int
 run_stamp(int nfifos, char **fifos, long long expect, double drain_s,
@@ -128,6 +230,10 @@ run_stamp(int nfifos, char **fifos, long long expect, double drain_s,
 
 	if (!streams || !pfd)
 		die("%s", "out of memory");
+	st.expect = expect;
+	for (int i = 0; i < nfifos; i++)
+		if (!(streams[i].seen = calloc(expect + 1, 1)))
+			die("%s", "out of memory");
 	/* Blocking opens: each writer (a watch process) is already waiting in its own. */
 	for (int i = 0; i < nfifos; i++)
 	{
@@ -161,13 +267,20 @@ run_stamp(int nfifos, char **fifos, long long expect, double drain_s,
 				open_streams--;
 		if (st.complete == nfifos && !reported)
 		{
-			stamp_report(st.lat, st.n, nfifos, st.complete, lat_file, done_file);
+			stamp_report(&st, streams, nfifos, fifos, lat_file, done_file);
 			reported = 1;
 		}
 	}
 	if (!reported)
-		stamp_report(st.lat, st.n, nfifos, st.complete, lat_file, NULL);
+		stamp_report(&st, streams, nfifos, fifos, lat_file, NULL);
+	else if (stamp_disorder(streams, nfifos) > st.disorder)
+	{
+		stamp_order_report("late: ", streams, nfifos, fifos, expect, 0);
+		printf("\n");
+	}
 	free(st.lat);
+	for (int i = 0; i < nfifos; i++)
+		free(streams[i].seen);
 	free(streams);
 	free(pfd);
 	return st.complete == nfifos ? 0 : 1;
