@@ -262,6 +262,7 @@ typedef struct ehi_wait
 {
 	int			works;			/* a wait answered on this connection */
 	int			unusable;		/* the server refused to wait: poll */
+	int			timeout_ms;		/* of the wait out */
 } ehi_wait;
 
 /* discovery.c: eh_subscribe_all(). */

@@ -461,6 +461,7 @@ main(int argc, char **argv)
 	test_library_options();
 	test_library_publish();
 	test_delivery();
+	test_wait_answer();
 	test_snapshot_steps();
 	test_metrics();
 	test_metrics_snapshot();

@@ -17,5 +17,6 @@ void		test_delivery(void);
 void		test_snapshot_steps(void);
 void		test_metrics(void);
 void		test_metrics_snapshot(void);
+void		test_wait_answer(void);
 
 #endif							/* EVENTHUB_TEST_UNIT_H */

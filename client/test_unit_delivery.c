@@ -549,3 +549,24 @@ test_metrics_snapshot(void)
 		  "metrics: a resync answered by a snapshot counts, and confirms nothing until the snapshot ends");
 	eh_client_free(c);
 }
+
+/* A wait's answer, moved: the organizations of a text[] in PostgreSQL's output form. */
+void
+test_wait_answer(void)
+{
+	const char *literal = "{acme,\"two words\",\"a\\\"quote\",\"back\\\\slash\",\"{braces,commas}\",x}";
+	const char *p = literal;
+	char		buf[64];
+	char		got[256] = "";
+
+	while (ehi_next_array_element(&p, buf, sizeof(buf)))
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), "[%s]", buf);
+	check(strcmp(got, "[acme][two words][a\"quote][back\\slash][{braces,commas}][x]") == 0,
+		  "wait: a text[] answer is split into its elements, quoting undone");
+	p = "{}";
+	check(!ehi_next_array_element(&p, buf, sizeof(buf)), "wait: {} names no organization");
+	p = "{abcdefghij}";
+	check(ehi_next_array_element(&p, buf, 5) && strcmp(buf, "abcd") == 0 &&
+		  !ehi_next_array_element(&p, buf, 5),
+		  "wait: an element longer than the buffer is cut, and the next one is found after it");
+}

@@ -99,6 +99,7 @@ ehi_send_wait(eh_client *c, int64_t until)
 		params[2] = versions.data;
 		params[3] = timeout;
 		rc = ehi_send_stmt(c, OP_WAIT, NULL, STMT_WAIT, WAIT_SQL, 4, params) < 0 ? -1 : 1;
+		c->wait.timeout_ms = ms;
 	}
 	else if (n < 0)
 	{
@@ -190,8 +191,12 @@ ehi_handle_wait(eh_client *c, PGresult *res)
 		if (!c->wait.works)
 			ehi_log(c, EH_LOG_INFO, "waiting for events with eventhub.wait_for_events()");
 		c->wait.works = 1;
-		if (PQntuples(res) == 1 && PQnfields(res) == 1)
+		if (PQntuples(res) != 1 || PQnfields(res) != 1)
+			return;
+		if (strcmp(PQgetvalue(res, 0, 0), "{}") != 0)
 			mark_moved(c, PQgetvalue(res, 0, 0));
+		else if (ehi_now_ms() - c->link.op_sent_at < c->wait.timeout_ms - WAIT_MIN_MS)
+			c->link.next_poll_at = 0;	/* empty, early: the standby was promoted */
 		return;
 	}
 	if (ehi_result_failed(c, res, "waiting for events failed"))

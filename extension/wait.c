@@ -13,10 +13,12 @@
  * the primary through hot_standby_feedback.  Woken, it looks again; it
  * returns the organizations that moved, or none when timeout_ms passed.
  * It reads the heads as the caller, with row-level security: it says no
- * more than organization_states would.
+ * more than organization_states would.  On a standby that is promoted it
+ * returns at once, with none: the caller may LISTEN from then on.
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -268,13 +270,15 @@ NotEmpty(Datum array)
 
 /*
  * Commits, looks, sleeps while nothing moved: the organizations that moved
- * (a text[] in cxt), or none at the deadline.  A wake that names trusted
- * organizations is the answer; any other makes it look again.
+ * (a text[] in cxt), or none at the deadline or once the standby it waits
+ * on is promoted.  A wake that names trusted organizations is the answer;
+ * any other makes it look again.
  */
 static Datum
 WaitForMoves(WaitArgs *args, MemoryContext cxt)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), args->timeout_ms);
+	bool		standby = RecoveryInProgress();
 	Datum		moved;
 	uint32		woken;
 
@@ -286,7 +290,8 @@ WaitForMoves(WaitArgs *args, MemoryContext cxt)
 		if (NotEmpty(moved))
 			return moved;
 		woken = SleepUntilWoken(deadline);
-		if (woken == 0)
+		/* At its timeout, or promoted: the caller may LISTEN now. */
+		if (woken == 0 || (standby && !RecoveryInProgress()))
 			return moved;
 		if (woken != EVENTHUB_WOKEN_LOOK)
 			return WokenOrganizations(args, woken, cxt);
