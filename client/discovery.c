@@ -218,6 +218,13 @@ ehi_send_discover(eh_client *c, int64_t now)
 	return rc < 0 ? -1 : 1;
 }
 
+/* Whether the client follows every organization (eh_subscribe_all). */
+int
+ehi_discovery_on(const eh_client *c)
+{
+	return c->all.on;
+}
+
 /* Whether tokens of discovered organizations are still to be read. */
 int
 ehi_tokens_pending(const eh_client *c)

@@ -16,8 +16,8 @@
  * (cfg, cb), read by every file; the link's fields, which the files above
  * link.c set for the query they send (the keys' fields are keys.c's); the
  * LISTEN state (listen), which keys.c, notifications.c and state_poll.c
- * read; whether waits work (wait.works), which link.c reads for the poll
- * interval; and a subscription's record (eh_sub), shared by the delivery files
+ * read; whether waits stand in for the fallback poll (wait.slow_poll),
+ * which link.c reads for the poll interval; and a subscription's record (eh_sub), shared by the delivery files
  * from rows.c up (its list is subscriptions.c's alone).
  *
  *	  layer: json.c		 the notification payload, JSON quoting
@@ -261,6 +261,7 @@ typedef struct ehi_listen
 typedef struct ehi_wait
 {
 	int			works;			/* a wait answered on this connection */
+	int			slow_poll;		/* waits stand in for the fallback poll */
 	int			unusable;		/* the server refused to wait: poll */
 	int			timeout_ms;		/* of the wait out */
 } ehi_wait;
@@ -512,6 +513,7 @@ int			ehi_discovery_unknown_token(eh_client *c, const char *token);
 int			ehi_discovery_start(eh_client *c, int64_t from);
 void		ehi_discovery_free(eh_client *c);
 int64_t		ehi_discovery_due_at(const eh_client *c);
+int			ehi_discovery_on(const eh_client *c);
 
 /* fetch.c */
 int			ehi_next_fetch(eh_client *c);

@@ -27,7 +27,7 @@ ehi_link_up(const eh_client *c)
 int
 ehi_current_poll_interval(const eh_client *c)
 {
-	if (c->listen.mode == LISTEN_ON || c->listen.no_listen == NO_LISTEN_DISABLED || c->wait.works ||
+	if (c->listen.mode == LISTEN_ON || c->listen.no_listen == NO_LISTEN_DISABLED || c->wait.slow_poll ||
 		c->cfg.fallback_poll_interval_ms > c->cfg.poll_interval_ms)
 		return c->cfg.poll_interval_ms;
 	return c->cfg.fallback_poll_interval_ms;

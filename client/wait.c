@@ -12,7 +12,8 @@
  * the fallback poll interval, and never past the next timed work (a poll,
  * a discovery, a heartbeat): a publish or a subscription made meanwhile
  * goes out when it ends.  While waits work, the safety-net poll of the
- * heads runs at the regular poll interval.  A server that cannot wait
+ * heads runs at the regular poll interval (following every organization,
+ * the poll finds new ones: it stays at the fallback interval).  A server that cannot wait
  * (eventhub older than the procedure, not preloaded, no EXECUTE on it) is
  * polled at the fallback interval, as before, until the next connection.
  */
@@ -34,6 +35,7 @@ void
 ehi_wait_reset(eh_client *c)
 {
 	c->wait.works = 0;
+	c->wait.slow_poll = 0;
 	c->wait.unusable = 0;
 }
 
@@ -191,6 +193,8 @@ ehi_handle_wait(eh_client *c, PGresult *res)
 		if (!c->wait.works)
 			ehi_log(c, EH_LOG_INFO, "waiting for events with eventhub.wait_for_events()");
 		c->wait.works = 1;
+		/* Following every organization, the poll finds new ones: it stays. */
+		c->wait.slow_poll = !ehi_discovery_on(c);
 		if (PQntuples(res) != 1 || PQnfields(res) != 1)
 			return;
 		if (strcmp(PQgetvalue(res, 0, 0), "{}") != 0)
@@ -206,7 +210,7 @@ ehi_handle_wait(eh_client *c, PGresult *res)
 		ehi_log(c, EH_LOG_INFO, "the server cannot wait for events (%s): polling every %d ms",
 				PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY), c->cfg.fallback_poll_interval_ms);
 		c->wait.unusable = 1;
-		c->wait.works = 0;
+		c->wait.works = c->wait.slow_poll = 0;
 		c->link.next_poll_at = 0;
 		return;
 	}

@@ -13,8 +13,8 @@
 #     cleanup of organization_states replayed while it waits cancels a
 #     session that holds a snapshot, and not the waiter; the standby waker
 #     comes back after it is terminated and wakes waiters that began
-#     before; a waiter that began before a promotion is woken by a commit
-#     on the promoted server.
+#     before; a promotion ends the standby's waits at once, and commits on
+#     the promoted server wake waiters.
 
 use strict;
 use warnings;
@@ -171,18 +171,21 @@ ok(scalar logged($standby, qr/eventhub standby waker started/, $offset), 'a term
 publish($node, 'acme', 1);
 is((answer($w))[0], '{acme}', 'and wakes a waiter that began before');
 
-# A waiter that began on the standby goes on waiting through its
-# promotion (woken to look, it finds nothing moved), and a commit on the
-# promoted server wakes it.
-$w = start_wait($standby, ['acme'], [ head($standby, 'acme') ], 60000);
+# A promotion ends the standby's waits at once (the caller may LISTEN
+# now), and on the promoted server commits wake waiters.
+$w = start_wait($standby, ['acme'], [ head($standby, 'acme') ], 600000);
 waiting($w);
 $node->stop;
 $offset = -s $standby->logfile;
 $standby->promote;
 ok(scalar logged($standby, qr/eventhub standby waker stopped: the server was promoted/, $offset),
 	'the standby waker stops at the promotion');
-ok(waiting($w), 'the waiter still waits');
+($moved, $took) = answer($w);
+is($moved, '{}', 'a wait that began on the standby ends at the promotion, with nothing moved');
+cmp_ok($took, '<', 300, 'long before its timeout');
+$w = start_wait($standby, ['acme'], [ head($standby, 'acme') ], 600000);
+waiting($w);
 publish($standby, 'acme', 1);
-is((answer($w))[0], '{acme}', 'on the promoted server a commit wakes the waiter that began on the standby');
+is((answer($w))[0], '{acme}', 'on the promoted server a commit wakes a waiter');
 
 done_testing();
