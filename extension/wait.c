@@ -227,13 +227,15 @@ WokenOrganizations(WaitArgs *args, uint32 woken, MemoryContext cxt)
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	Datum	   *elems = palloc(sizeof(Datum) * EVENTHUB_WAIT_MAX_NAMED);
 	int			n = 0;
+	ArrayType  *moved;
 
 	for (int i = 0; i < args->n && i < EVENTHUB_WAIT_MAX_NAMED; i++)
 		if (woken & (1U << i))
 			elems[n++] = PointerGetDatum(cstring_to_text_with_len(args->orgs[i].id,
 																  args->orgs[i].len));
+	moved = construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT);
 	MemoryContextSwitchTo(old);
-	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	return PointerGetDatum(moved);
 }
 
 /*
