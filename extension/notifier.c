@@ -431,12 +431,14 @@ CountTaken(NotifierRate *rate, int taken)
 
 /*
  * Sleeps until a publisher sets the latch (or a second passes), then,
- * under load (rate: announcements per ms), lets commits gather.  Not
- * waiting on the latch meanwhile also spares publishers the signal:
- * setting a latch nobody sleeps on costs no system call.
+ * under load, lets commits gather.  The rate is read once awake: a window
+ * that the sleep ended counts the sleep, so that quiet after a burst is
+ * not taken for the burst's rate.  Not waiting on the latch meanwhile also
+ * spares publishers the signal: setting a latch nobody sleeps on costs no
+ * system call.
  */
 static void
-WaitForAnnouncements(double rate)
+WaitForAnnouncements(NotifierRate *rate)
 {
 	long		gather_ms;
 
@@ -444,7 +446,8 @@ WaitForAnnouncements(double rate)
 					 1000L, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 
-	gather_ms = Min((long) (NOTIFIER_GATHER_PER_RATE * rate + rate * rate),
+	CountTaken(rate, 0);
+	gather_ms = Min((long) (NOTIFIER_GATHER_PER_RATE * rate->per_ms + rate->per_ms * rate->per_ms),
 					NOTIFIER_MAX_GATHER_MS);
 	if (gather_ms > 0)
 		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -498,6 +501,6 @@ eventhub_notifier_main(Datum main_arg)
 		CountTaken(&rate, taken);
 		if (taken == NOTIFIER_BATCH)
 			continue;
-		WaitForAnnouncements(rate.per_ms);
+		WaitForAnnouncements(&rate);
 	}
 }

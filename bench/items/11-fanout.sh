@@ -79,9 +79,4 @@ for n in $FAN_TPS_PROCS; do
 		"$(mean "${with[@]}")" "$(mean "${none[@]}")"
 	json11+=("{\"idle_watchers\": $n, \"publish_tps\": $(mean "${with[@]}"), \"no_watcher_publish_tps\": $(mean "${none[@]}"), \"ratio\": $RATIO}")
 done
-# The notifier lets commits gather for a time that follows the rate of its
-# last window, and a window ends only when it wakes: two of its idle
-# wake-ups (1 s each) after these bursts it reads 0 again, and the next
-# measurement's first events do not wait for a stale window (up to 200 ms).
-sleep 2.5
 jadd fan_out "$(jlist "${json11[@]}")"
