@@ -28,6 +28,8 @@ GRANT EXECUTE ON FUNCTION eventhub.events_since(text, bigint, integer, uuid),
                           eventhub.heartbeat(text, jsonb, jsonb, text),
                           eventhub.deregister_replica(text)
   TO regress_eh_reader;
+GRANT EXECUTE ON PROCEDURE eventhub.wait_for_events(text[], bigint[], uuid[], integer)
+  TO regress_eh_reader;
 
 SET ROLE regress_eh_publisher;
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-1', 'c-1', '{}');
@@ -60,6 +62,7 @@ SELECT organization_id, revision, transaction_first_revision, transaction_end, h
 SELECT revision, version_id IS NOT NULL AS has_version FROM eventhub.snapshot_head('acme');
 SELECT event_type, entity_id, revision FROM eventhub.snapshot_entities('acme', 1);
 SELECT organization_id, revision FROM eventhub.organization_states ORDER BY 1;
+CALL eventhub.wait_for_events('{acme}', '{0}', NULL, 0, NULL);
 SELECT eventhub.declare_full_state('acme', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT eventhub.publish_event('acme', 'API', 'CREATE', 'api-2', NULL, '{}');
