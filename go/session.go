@@ -123,12 +123,12 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			}
 			nextPoll = time.Now().Add(w.pollInterval(lis, &ws))
 		} else if w.canWait(lis, &ws) {
-			pollNow, err := w.waitForEvents(ctx, fetch, &ws, earliest(nextPoll, nextBeat))
+			pollSoon, err := w.waitForEvents(ctx, fetch, &ws, earliest(nextPoll, nextBeat))
 			if err != nil {
 				return caughtUp, err
 			}
-			if pollNow {
-				nextPoll = time.Now()
+			if pollSoon {
+				nextPoll = time.Now() // a promotion, or no waiting: poll now
 			}
 			w.mu.Lock()
 			w.waiting = ws.works

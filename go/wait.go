@@ -58,7 +58,7 @@ func (w *Watcher) canWait(lis *listener, ws *waits) bool {
 
 // pollInterval is the session's interval between polls of the heads.
 func (w *Watcher) pollInterval(lis *listener, ws *waits) time.Duration {
-	if lis != nil || ws.works && !w.cfg.All || w.cfg.FallbackPollInterval > w.cfg.PollInterval {
+	if lis != nil || ws.works && !w.cfg.All {
 		return w.cfg.PollInterval
 	}
 	return w.cfg.FallbackPollInterval
