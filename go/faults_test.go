@@ -314,7 +314,7 @@ func TestWatcherWaitEndsAtPromotion(t *testing.T) {
 	}
 	promoted := time.Now()
 	waitFor(t, 5*time.Second, "the watcher listens on the promoted server", func() bool { return w.Stats().Listening })
-	t.Logf("listening %v after the promotion", time.Since(promoted))
+	t.Logf("listening %v after pg_ctl promote returned", time.Since(promoted))
 	publishN(t, sb.dsn(), o, "b", 3)
 	converges(t, sb.dsn(), r, o)
 	inOrderOnce(t, r)
