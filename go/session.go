@@ -3,7 +3,9 @@ package eventhub
 // A watcher's session: two connections to one server (the fetching one,
 // which the Run goroutine uses, and the listening one, which a goroutine
 // of the session reads), whether notifications reach it, and the loop
-// that waits for a notification, a poll or a heartbeat.
+// that waits for a notification, a poll or a heartbeat. Where
+// notifications cannot reach it, there is no listening connection and the
+// fetching one waits for events between fetches (wait.go).
 
 import (
 	"context"
@@ -55,7 +57,14 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	if err != nil {
 		return false, err
 	}
-	defer fetch.Close(context.Background())
+	defer func() {
+		fetch.Close(context.Background())
+		// A statement that ctx interrupted (most often a wait) left the
+		// connection to a goroutine of pgconn's, which sends the server a
+		// cancel request and closes it (in 15 s at most): it ends before
+		// the session does.
+		<-fetch.PgConn().CleanupDone()
+	}()
 	var standby, sealed bool
 	if err := fetch.QueryRow(ctx, helloSQL).Scan(&standby, &sealed); err != nil {
 		return false, err
@@ -82,6 +91,8 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 		if lis != nil {
 			defer lis.stop()
 		}
+	} else if standby && w.cfg.Listen == ListenAuto {
+		w.logf("eventhub: the server is a standby: waiting for events where it can, else polling every %v", w.cfg.FallbackPollInterval)
 	} else if standby {
 		w.logf("eventhub: the server is a standby: polling every %v", w.cfg.FallbackPollInterval)
 	}
@@ -93,10 +104,7 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 	}
 	w.mu.Unlock()
 
-	interval := w.cfg.PollInterval
-	if lis == nil {
-		interval = w.cfg.FallbackPollInterval
-	}
+	var ws waits
 	nextPoll, nextBeat := time.Now(), time.Now()
 	for {
 		if now := time.Now(); !now.Before(nextBeat) {
@@ -113,7 +121,18 @@ func (w *Watcher) session(ctx context.Context, again bool) (caughtUp bool, err e
 			if promoted {
 				return caughtUp, errors.New("the standby was promoted: listening on a new session")
 			}
-			nextPoll = time.Now().Add(interval)
+			nextPoll = time.Now().Add(w.pollInterval(lis, &ws))
+		} else if w.canWait(lis, &ws) {
+			pollSoon, err := w.waitForEvents(ctx, fetch, &ws, earliest(nextPoll, nextBeat))
+			if err != nil {
+				return caughtUp, err
+			}
+			if pollSoon {
+				nextPoll = time.Now() // a promotion, or no waiting: poll now
+			}
+			w.mu.Lock()
+			w.waiting = ws.works
+			w.mu.Unlock()
 		} else if err := w.waitForWork(ctx, lis, earliest(nextPoll, nextBeat)); err != nil {
 			return caughtUp, err
 		}
@@ -300,7 +319,7 @@ func (w *Watcher) listen(ctx context.Context, fetch *pgx.Conn, channel string) (
 		if code := sqlstate(err); err != nil && code != "25006" && !strings.HasPrefix(code, "0A") {
 			return nil, err
 		}
-		w.logf("eventhub: notifications do not reach this connection (a standby, a transaction-pooling proxy?): polling every %v", w.cfg.FallbackPollInterval)
+		w.logf("eventhub: notifications do not reach this connection (a standby, a transaction-pooling proxy?): waiting for events where the server can, else polling every %v", w.cfg.FallbackPollInterval)
 		return nil, nil
 	}
 	return conn, nil

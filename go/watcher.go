@@ -153,11 +153,14 @@ type Listen int
 
 const (
 	// ListenAuto listens where notifications reach the connection (it
-	// checks with a notification of its own), and polls at
-	// FallbackPollInterval elsewhere: a hot standby, a
-	// transaction-pooling proxy. The default.
+	// checks with a notification of its own). Elsewhere (a hot standby, a
+	// transaction-pooling proxy) it waits for events with
+	// eventhub.wait_for_events between fetches, and polls at
+	// FallbackPollInterval where the server cannot wait (an older
+	// eventhub, not preloaded, no EXECUTE). The default.
 	ListenAuto Listen = iota
-	// ListenNever polls only, at FallbackPollInterval.
+	// ListenNever polls only, at FallbackPollInterval: it neither listens
+	// nor waits.
 	ListenNever
 )
 
@@ -187,9 +190,10 @@ type Config struct {
 	Cursors CursorStore
 	Start   Start
 	Listen  Listen
-	// PollInterval: how often the heads are polled while listening
-	// (default 5 s). FallbackPollInterval: while not listening (default
-	// 250 ms).
+	// PollInterval: how often the heads are polled while listening, or
+	// waiting with eventhub.wait_for_events (default 5 s).
+	// FallbackPollInterval: while neither (default 250 ms); it also bounds
+	// each wait, and under All the poll that finds new organizations.
 	PollInterval         time.Duration
 	FallbackPollInterval time.Duration
 	// BatchSize and BatchBytes bound a fetch (default 1000 events, 1 MiB;
@@ -224,9 +228,15 @@ type Stats struct {
 	// carried them, without a fetch.
 	SealedEvents int64
 	// Resyncs by reason: history_removed, cursor_ahead, version_mismatch.
-	Resyncs   map[string]int64
+	Resyncs map[string]int64
+	// Waits counts the waits for events (eventhub.wait_for_events) that
+	// the server answered, where the watcher cannot listen.
+	Waits     int64
 	Connected bool // now: a session is up, and caught up once since it began
 	Listening bool // now: the session's notifications reach it
+	// Waiting: now the session cannot listen and waits for events with
+	// eventhub.wait_for_events instead of polling at FallbackPollInterval.
+	Waiting bool
 }
 
 // Status is one organization's, as a Watcher follows it.
@@ -269,13 +279,14 @@ type Watcher struct {
 	discovery bool              // under All: a discovery answered
 	connected bool
 	listening bool
+	waiting   bool
 	withKeys  bool                // the session listens on eventhub_events: its notifications may carry events
 	keys      map[string]*sealKey // organization → data key, for eventhub_events
 	notifier  uint32              // the notifier's pid: only its events are believed
 	prepared  bool                // the fetch is prepared on this session's connection (Run's goroutine only)
 
-	notifications, polls, fetches, reconnects, delivered, txns, snapshots, sealed atomic.Int64
-	resyncs                                                                       [3]atomic.Int64
+	notifications, polls, fetches, reconnects, delivered, txns, snapshots, sealed, waited atomic.Int64
+	resyncs                                                                               [3]atomic.Int64
 }
 
 // orgState is the watcher's view of one organization; guarded by mu,
@@ -493,7 +504,7 @@ func (w *Watcher) Synced() bool { return w.allReady() }
 // Stats returns the watcher's counters.
 func (w *Watcher) Stats() Stats {
 	w.mu.Lock()
-	connected, listening := w.connected, w.listening
+	connected, listening, waiting := w.connected, w.listening, w.waiting
 	w.mu.Unlock()
 	s := Stats{
 		Notifications:   w.notifications.Load(),
@@ -505,8 +516,10 @@ func (w *Watcher) Stats() Stats {
 		Snapshots:       w.snapshots.Load(),
 		SealedEvents:    w.sealed.Load(),
 		Resyncs:         map[string]int64{},
+		Waits:           w.waited.Load(),
 		Connected:       connected,
 		Listening:       listening,
+		Waiting:         waiting,
 	}
 	for i, name := range ResyncReasons {
 		s.Resyncs[name] = w.resyncs[i].Load()
@@ -552,7 +565,7 @@ func (w *Watcher) runSessions(ctx context.Context) error {
 		caughtUp, err := w.session(ctx, sessions > 0)
 		sessions++
 		w.mu.Lock()
-		w.connected, w.listening = false, false
+		w.connected, w.listening, w.waiting = false, false, false
 		w.mu.Unlock()
 		if ctx.Err() != nil {
 			return nil

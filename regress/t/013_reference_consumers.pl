@@ -516,20 +516,21 @@ check_snapshot_lines('stark',
 	[ "RESYNC stark ZE003 @rewritten", "SNAPSHOT stark @rewritten $entities", "DIGEST stark $rewritten[0] $rewritten_digest" ],
 	'snapshot: %s resyncs from a snapshot after ZE003 and converges');
 
-# 7. A hot standby: LISTEN is refused there, so they poll; once it is
-# promoted they listen.
+# 7. A hot standby: LISTEN is refused there, so Go waits for events with
+# wait_for_events and Python polls; once it is promoted they listen.
 publish($node, 'umbrella', 3);
 my $standby = eventhub_standby($node, 'standby');
 @consumers = map {
 	start_consumer($_, { server => $standby, orgs => ['umbrella'], cursor => 'standby' }, '--poll-interval-ms', 200, '--count', 6)
 } @langs;
 ok(wait_all(\@consumers, sub { line_count($_[0]) >= 3 }, 'standby'), 'standby: both replay the history');
-# What each says when it polls, and when it listens again.
-my %polls = (go => qr/the server is a standby: polling/, python => qr/standby: LISTEN is refused, polling only/);
+# What each says when it waits or polls, and when it listens again.
+my %polls = (go => qr/waiting for events with eventhub\.wait_for_events\(\)/, python => qr/standby: LISTEN is refused, polling only/);
 my %listens = (go => qr/the standby was promoted: listening/, python => qr/no longer a standby: listening/);
-like($_->{err}, $polls{ $_->{lang} }, "standby: $_->{lang} polls") for @consumers;
 publish($node, 'umbrella', 2);
-ok(wait_all(\@consumers, sub { line_count($_[0]) >= 5 }, 'standby poll'), 'standby: both deliver by polling');
+ok(wait_all(\@consumers, sub { line_count($_[0]) >= 5 }, 'standby poll'), 'standby: both deliver');
+ok(wait_all(\@consumers, sub { $_[0]{err} =~ $polls{ $_[0]{lang} } }, 'standby wait'),
+	'standby: go waits with wait_for_events, python polls');
 $standby->promote;
 ok(wait_all(\@consumers, sub { $_[0]{err} =~ $listens{ $_[0]{lang} } }, 'promotion'),
 	'promoted: both listen');
