@@ -241,9 +241,12 @@ eventhub_standby_waker_main(Datum main_arg)
 			ereport(LOG, (errmsg("eventhub standby waker stopped: the server was promoted")));
 			proc_exit(0);
 		}
-		waiters = EventhubWaitersOfDatabase(MyDatabaseId) > 0;
+		waiters = EventhubWakerIdle(MyDatabaseId, true) > 0;
 		if (waiters)
+		{
+			(void) EventhubWakerIdle(MyDatabaseId, false);
 			FollowReplay();
+		}
 		else
 			ForgetHeads();
 		WaitForNextLook(waiters);

@@ -79,6 +79,7 @@ typedef struct WaitersShared
 {
 	pg_atomic_uint32 nwaiting;	/* slots waiting, in every database */
 	pg_atomic_uint32 waker_procno;	/* the standby waker's; INVALID_PGPROCNO: none */
+	pg_atomic_uint32 waker_idle;	/* 1: it sleeps until a session begins to wait */
 	int			nslots;
 	WaiterSlot	slots[FLEXIBLE_ARRAY_MEMBER];	/* one per PGPROC, by pgprocno */
 } WaitersShared;
@@ -164,9 +165,13 @@ EventhubWaitBegin(const EventhubWaitFor *orgs, int n)
 	/* A full barrier: the slot is visible before any snapshot taken next. */
 	pg_atomic_fetch_add_u32(&shared->nwaiting, 1);
 
-	/* On a standby, the waker starts following the heads. */
+	/*
+	 * On a standby, an idle waker starts following the heads.  One that
+	 * follows them looks for waiters every few milliseconds anyway: its
+	 * latch is not set at every wait.
+	 */
 	waker = pg_atomic_read_u32(&shared->waker_procno);
-	if (waker != INVALID_PGPROCNO)
+	if (waker != INVALID_PGPROCNO && pg_atomic_read_u32(&shared->waker_idle))
 		SetLatch(&GetPGProcByNumber(waker)->procLatch);
 }
 
@@ -196,6 +201,20 @@ EventhubWaitWoken(void)
 	uint32		woken = pg_atomic_exchange_u32(&shared->slots[MyProc->pgprocno].woken, 0);
 
 	return woken & WOKEN_LOOK ? EVENTHUB_WOKEN_LOOK : woken;
+}
+
+/*
+ * The standby waker is about to sleep until a session begins to wait
+ * (idle), or is awake; returns how many sessions of database dbid wait.
+ * Saying idle before counting, as a waiter publishes its slot before it
+ * reads idle, one of the two sees the other.
+ */
+int
+EventhubWakerIdle(Oid dbid, bool idle)
+{
+	pg_atomic_write_u32(&shared->waker_idle, idle ? 1 : 0);
+	pg_memory_barrier();
+	return EventhubWaitersOfDatabase(dbid);
 }
 
 /* How many sessions of database dbid wait. */
@@ -344,6 +363,7 @@ WaitersShmemStartup(void)
 	{
 		pg_atomic_init_u32(&shared->nwaiting, 0);
 		pg_atomic_init_u32(&shared->waker_procno, INVALID_PGPROCNO);
+		pg_atomic_init_u32(&shared->waker_idle, 0);
 		shared->nslots = SlotCount();
 		for (int i = 0; i < shared->nslots; i++)
 		{
