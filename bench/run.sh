@@ -3,8 +3,8 @@
 # This driver stages the run and runs the measurements (bench/items/*.sh,
 # one script each, on the helpers of bench/lib.sh) in their order.
 #
-#   bench/run.sh                       full sizes (about 35 minutes on 2 cores:
-#                                      12, and 20 for the soak of item 18)
+#   bench/run.sh                       full sizes (about 12 minutes on 2 cores,
+#                                      and 21 more for the soak of item 18)
 #   BENCH_SOAK_SECONDS=60 bench/run.sh  the same with a short soak
 #   BENCH_SCALE=smoke bench/run.sh     tiny sizes, about a minute
 #   BENCH_ONLY="8 9" bench/run.sh      only the measurements numbered 8 and 9
