@@ -30,7 +30,7 @@
 #   16 pooler      eventhub watch processes through pgbouncer (transaction pooling)
 #   18 soak        64 eventhub watch processes waiting on a hot standby for
 #                  10 minutes against none: publish cost, replay lag,
-#                  recovery conflicts (about 20 minutes)
+#                  recovery conflicts (about 21 minutes)
 #   17 outage      a watcher across a restart of the server (runs last: it
 #                  stops the cluster)
 #
