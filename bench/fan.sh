@@ -69,7 +69,8 @@ fan_backends() {
 # FAN_DSN, a conninfo (default: the primary, as PG* say), and FAN_BACKENDS,
 # the function that finds the server processes that serve them (default
 # fan_backends; given FAN_DSN, the watchers poll, so no wait for idle
-# sessions).
+# sessions).  FAN_PGB_ARGS: more arguments for the publishing pgbench
+# (e.g. -l --log-prefix=FILE).
 fan_run() {
 	local n=$1 tag=$2 kind=${3:-cli} i head fifos=() wpids=() bpids spid t0c t0s t1c t1s per=1
 	rm -rf "$work/fan" "$work/fan_ready" "$work/fan_done"
@@ -99,7 +100,8 @@ fan_run() {
 	t0c=$(cpu_ns "${wpids[@]}")
 	t0s=$(cpu_ns "${bpids[@]}")
 	fan_perf_start "$n" "$tag" "$(IFS=,; echo "${wpids[*]}")" "$(IFS=,; echo "${bpids[*]}")"
-	pgb -c 1 -R "$FAN_RATE" -t "$FAN_EVENTS" -f "$work/publish_fan-org.sql" >"$out/pub_fan_${n}_$tag.log" 2>&1 ||
+	# shellcheck disable=SC2086
+	pgb -c 1 -R "$FAN_RATE" -t "$FAN_EVENTS" ${FAN_PGB_ARGS:-} -f "$work/publish_fan-org.sql" >"$out/pub_fan_${n}_$tag.log" 2>&1 ||
 		fail "pgbench failed: $(tail -5 "$out/pub_fan_${n}_$tag.log")"
 	# The watchers stop once their output is gone: their CPU first.
 	wait_file "$work/fan_done" "$spid" || fail "fan-out $n: not every watcher printed every event: $(cat "$out/fan_${n}_$tag.out" "$out/fan_${n}_$tag.stamp.err")"
@@ -115,16 +117,17 @@ fan_run() {
 	FAN_RATE_GOT=$(printf %.0f "$(tps_of "$out/pub_fan_${n}_$tag.log")")
 }
 
-# standby_start: a hot standby of the bench cluster in $work/standby
-# (pg_basebackup -R, its own socket directory and port 5433, the primary's
-# settings, shared_preload_libraries too), caught up; sets SB_HOST and
-# SB_PORT.  cleanup (bench/run.sh) stops it.
+# standby_start [LINE...]: a hot standby of the bench cluster in
+# $work/standby (pg_basebackup -R, its own socket directory and port 5433,
+# the primary's settings, shared_preload_libraries too, then the
+# postgresql.conf lines LINE), caught up; sets SB_HOST and SB_PORT.
+# cleanup (bench/run.sh) stops it.
 standby_start() {
 	local dir=$work/standby lsn
 	rm -rf "$dir"
 	mkdir -p "$dir/socket"
 	"$PG_BINDIR/pg_basebackup" -D "$dir/data" -R -X stream -c fast >"$dir.log" 2>&1 || fail "pg_basebackup failed: $(cat "$dir.log")"
-	printf '%s\n' "unix_socket_directories = '$dir/socket'" "port = 5433" "hot_standby = on" >>"$dir/data/postgresql.conf"
+	printf '%s\n' "unix_socket_directories = '$dir/socket'" "port = 5433" "hot_standby = on" "$@" >>"$dir/data/postgresql.conf"
 	"$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null || fail "the standby did not start: $(tail -5 "$dir/server.log")"
 	SB_HOST=$dir/socket SB_PORT=5433
 	lsn=$(q -c "SELECT pg_current_wal_lsn()")

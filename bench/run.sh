@@ -3,7 +3,9 @@
 # This driver stages the run and runs the measurements (bench/items/*.sh,
 # one script each, on the helpers of bench/lib.sh) in their order.
 #
-#   bench/run.sh                       full sizes (about 12 minutes on 2 cores)
+#   bench/run.sh                       full sizes (about 12 minutes on 2 cores,
+#                                      and 21 more for the soak of item 18)
+#   BENCH_SOAK_SECONDS=60 bench/run.sh  the same with a short soak
 #   BENCH_SCALE=smoke bench/run.sh     tiny sizes, about a minute
 #   BENCH_ONLY="8 9" bench/run.sh      only the measurements numbered 8 and 9
 #   BENCH_ONLY=metrics BENCH_SCALE=smoke bench/run.sh   the metrics scrapes alone, small
@@ -26,17 +28,22 @@
 #   12 history     publish and read beside a long kept history
 #   15 standby     eventhub watch processes on a hot standby; its replay lag
 #   16 pooler      eventhub watch processes through pgbouncer (transaction pooling)
+#   18 soak        64 eventhub watch processes waiting on a hot standby for
+#                  10 minutes against none: publish cost, replay lag,
+#                  recovery conflicts (about 21 minutes)
 #   17 outage      a watcher across a restart of the server (runs last: it
 #                  stops the cluster)
 #
 # Environment:
 #   BENCH_SCALE  full (default) or smoke
-#   BENCH_ONLY   the measurements to run, by number (1-17) or name,
+#   BENCH_ONLY   the measurements to run, by number (1-18) or name,
 #                separated by spaces or commas; default all
 #   BENCH_FAN_PROCS  the numbers of watch processes of item 11 (default
 #                "1 16 64 128")
 #   BENCH_GO_FAN_PROCS  the numbers of Go watchers (and of watch
 #                processes) of item 13 (default "1 16 64")
+#   BENCH_SOAK_SECONDS  how long each of item 18's two phases publishes
+#                (default 600; 20 at smoke scale)
 #   BENCH_KEEP   a directory to copy every raw output of the run into
 #                (pgbench logs, latencies, eh_bench outputs)
 #   BENCH_PERF   set: item 11 records a perf profile of the watchers and
@@ -64,7 +71,7 @@ set -euo pipefail
 # The measurements in the order they run: NN-NAME, the script bench/items/NN-NAME.sh.
 ITEMS=(01-publish 02-latency 03-listeners 04-catchup 05-new-orgs 06-retention 07-poll
 	08-compaction 09-snapshot 10-metrics 11-fanout 13-go-watch 14-go-publish 12-history
-	15-standby 16-pooler 17-outage)
+	15-standby 16-pooler 18-soak 17-outage)
 
 # item_number WORD: the number of the measurement WORD names (its number or
 # its name); nothing if none.
@@ -144,7 +151,7 @@ if [ "${1:-}" != "--inner" ]; then
 	for word in "${words[@]}"; do
 		n=$(item_number "$word")
 		if [ -z "$n" ]; then
-			echo "bench: BENCH_ONLY must list measurement numbers (1-17) or names ($(printf '%s\n' "${ITEMS[@]#*-}" | paste -sd' ' -)), not '$BENCH_ONLY'" >&2
+			echo "bench: BENCH_ONLY must list measurement numbers (1-18) or names ($(printf '%s\n' "${ITEMS[@]#*-}" | paste -sd' ' -)), not '$BENCH_ONLY'" >&2
 			exit 2
 		fi
 		only+="${only:+ }$n"
@@ -162,7 +169,7 @@ if [ "${1:-}" != "--inner" ]; then
 	hand_over "$work"
 	# In the background, so that a SIGTERM or SIGINT here reaches the inner run
 	# (which then stops its cluster) before the staging directory goes.
-	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" ${BENCH_GO_FAN_PROCS:+BENCH_GO_FAN_PROCS="$BENCH_GO_FAN_PROCS"} ${BENCH_GOMAXPROCS:+BENCH_GOMAXPROCS="$BENCH_GOMAXPROCS"} PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
+	"${AS_USER[@]}" env BENCH_SCALE="$scale" BENCH_ONLY="$only" ${BENCH_GO_FAN_PROCS:+BENCH_GO_FAN_PROCS="$BENCH_GO_FAN_PROCS"} ${BENCH_GOMAXPROCS:+BENCH_GOMAXPROCS="$BENCH_GOMAXPROCS"} ${BENCH_SOAK_SECONDS:+BENCH_SOAK_SECONDS="$BENCH_SOAK_SECONDS"} PG_CONFIG="$pg_config" bash "$work/run.sh" --inner "$work" &
 	child=$!
 	trap 'kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; exit 130' INT TERM
 	wait "$child"

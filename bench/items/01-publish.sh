@@ -20,7 +20,7 @@ echo "WITH adv AS (UPDATE eventhub.organization_states s SET revision = s.revisi
 	"'API', 'UPDATE', 'weather-api', adv.version_id::text, '$data' FROM adv;" >"$work/floor_own.sql"
 echo "SELECT pgq.insert_event('bench', 'API', '$data');" >"$work/pgq.sql"
 
-say "1/17 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+say "1/18 publish throughput vs bare INSERT and PgQ ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 json1=()
 for point in "1 own off" "8 own off" "8 shared off" "8 own on"; do
 	read -r c v fsync <<<"$point"

@@ -11,7 +11,7 @@ scaled LAT_RATE  200       100       # events a second
 scaled LAT_T     5         1         # seconds of publishing
 
 publish_script publish_lat-org.sql "'lat-org'"
-say "2/17 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
+say "2/18 publish-to-callback latency, $LAT_SUBS subscribers, ${LAT_RATE}/s for ${LAT_T} s"
 json2=()
 for n in $LAT_SUBS; do
 	sub_run "listen_$n" lat-org "$n" 1 5000 20 -c 1 -R "$LAT_RATE" -T "$LAT_T" -f "$work/publish_lat-org.sql"

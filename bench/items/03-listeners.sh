@@ -26,7 +26,7 @@ conns_point() {
 	CONSUMED=$((CONSUMED + $(kv "$1.out" notifications)))
 }
 
-say "3/17 publish throughput with 0 and $LISTENERS listening or idle connections ($ROUNDS interleaved rounds)"
+say "3/18 publish throughput with 0 and $LISTENERS listening or idle connections ($ROUNDS interleaved rounds)"
 without=() with=() idle=() r_with=() r_idle=() CONSUMED=0
 for ((r = 0; r < ROUNDS; r++)); do
 	# Which goes first alternates: a later point runs on a larger table.

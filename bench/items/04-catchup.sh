@@ -12,7 +12,7 @@ scaled CATCHUP   100000 5000   # events behind
 scaled T_READ    4      1      # seconds per read point
 
 small=$((CATCHUP / 10))
-say "4/17 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
+say "4/18 catch-up from $CATCHUP and $small events behind; events_since against a plain SELECT"
 load_backlog catchup-big "$CATCHUP" '0 s'
 load_backlog catchup-small "$small" '0 s'
 q -c "VACUUM ANALYZE eventhub.events" >/dev/null

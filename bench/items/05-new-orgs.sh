@@ -8,7 +8,7 @@ scaled NEW_ORGS  100000 2000
 
 echo "SELECT eventhub.publish_event('new-' || nextval('bench.new_org'), 'API', 'CREATE', 'weather-api', NULL, '$data');" \
 	>"$work/publish_new.sql"
-say "5/17 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
+say "5/18 creating $NEW_ORGS organizations: a session started on a small table, then a fresh one after ANALYZE"
 tps_point "$out/new_orgs_old.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"
 q -c "ANALYZE eventhub.organization_states" -c "ANALYZE eventhub.events" >/dev/null
 tps_point "$out/new_orgs_fresh.log" -c 1 -t "$NEW_ORGS" -f "$work/publish_new.sql"

@@ -52,7 +52,7 @@ pin_restore() {
 # on a CPU of its own for both windows (pin_apart).
 retention_point() {
 	local name=$1 label=$2 batch=$3 delay=$4 pinned=${5:-} logdir="$out/retlogs-$1" skip line t_base t_reload t_done deleted xacts secs rps b99 c99 pr ppid wpid
-	say "6/17 retention of $RETENTION expired events ($label), publish p99 with and without it"
+	say "6/18 retention of $RETENTION expired events ($label), publish p99 with and without it"
 	# In force before the backlog goes in: the worker's cycle at this reload
 	# keeps it (the previous point left retention at 1h).
 	reload_conf "ALTER SYSTEM SET eventhub.retention = '30d'" "ALTER SYSTEM SET eventhub.cleanup_batch_size = $batch" \
@@ -132,7 +132,7 @@ done
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 	retention_point fsync_on_pinned "defaults, fsync on, worker on a CPU of its own" 10000 -1 pinned
 else
-	say "6/17 skipping the pinned retention point: it needs taskset and 2 CPUs"
+	say "6/18 skipping the pinned retention point: it needs taskset and 2 CPUs"
 fi
 reload_conf "ALTER SYSTEM RESET fsync"
 reload_conf "ALTER SYSTEM RESET eventhub.cleanup_batch_size" "ALTER SYSTEM RESET eventhub.cleanup_batch_delay"

@@ -11,7 +11,7 @@ scaled POLL_FAST_RATE  50   20   # the same, polls every 100 ms
 scaled POLL_FAST_T     4    1
 
 publish_script publish_poll-org.sql "'poll-org'"
-say "7/17 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
+say "7/18 poll fallback, $POLLERS pollers without LISTEN, 5000 and 100 ms"
 json7=()
 for spec in "5000 $POLL_SLOW_RATE $POLL_SLOW_T" "100 $POLL_FAST_RATE $POLL_FAST_T"; do
 	read -r poll rate t <<<"$spec"

@@ -54,7 +54,7 @@ snap_read() {
 # largest V...: the greatest of the values.
 largest() { printf '%s\n' "$@" | sort -g | tail -1; }
 
-say "9/17 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
+say "9/18 snapshots of $SNAP_SMALL and $SNAP_BIG entities against a plain SELECT ($SNAP_ROUNDS rounds); retention over kept entities"
 # Retention of 1 s with compaction on, in force before the build, so that
 # the worker's pass at this reload (over the postgres database) overlaps
 # the build and not the measurements.  Two events of one entity there

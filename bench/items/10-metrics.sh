@@ -134,7 +134,7 @@ scrape_point() {
 	SCRAPE_JSON="{\"followed_per_replica\": $f, \"tps_with\": $t_with, \"tps_without\": $t_without, \"ratio\": $RATIO, \"block_seconds\": $METRICS_BLOCK, \"blocks\": $METRICS_BLOCKS, \"block_ratio_min\": $r_min, \"block_ratio_max\": $r_max}"
 }
 
-say "10/17 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
+say "10/18 eventhub.metrics() with $METRICS_ORGS organizations and $METRICS_REPLICAS replicas; publish throughput with a scrape every second ($METRICS_BLOCKS alternating blocks of ${METRICS_BLOCK} s)"
 q -c "CREATE DATABASE metrics" >/dev/null || fail "creating database metrics failed"
 PGDATABASE=metrics q >/dev/null <<SQL || fail "setting up the metrics data set failed"
 CREATE EXTENSION eventhub;

@@ -39,7 +39,7 @@ idle_tps() {
 	for i in "${pids[@]}"; do wait "$i" 2>/dev/null || true; done
 }
 
-say "11/17 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events; publishers beside $FAN_TPS_PROCS idle watchers"
+say "11/18 fan-out to $FAN_PROCS eventhub watch processes, ${FAN_RATE}/s, $FAN_EVENTS events; notifications with and without their events; publishers beside $FAN_TPS_PROCS idle watchers"
 fan_setup
 json11=()
 k=0

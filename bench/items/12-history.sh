@@ -64,7 +64,7 @@ hist_rounds() {
 	done
 }
 
-say "12/17 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
+say "12/18 publish and read with $HIST_SIZES kept events of $HIST_ORGS organizations, against a bare INSERT ($HIST_ROUNDS rounds of ${HIST_T} s)"
 q -c "CREATE DATABASE history" >/dev/null || fail "creating database history failed"
 PGDATABASE=history q >/dev/null <<SQL || fail "setting up database history failed"
 CREATE EXTENSION eventhub;

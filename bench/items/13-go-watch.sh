@@ -9,7 +9,7 @@ source fan.sh
 #      variable      full                                 smoke
 scaled GO_FAN_PROCS  "${BENCH_GO_FAN_PROCS:-1 16 64}"     "1 4"   # watchers of each kind
 
-say "13/17 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
+say "13/18 Go watchers against eventhub watch processes: $GO_FAN_PROCS, ${FAN_RATE}/s, $FAN_EVENTS events"
 fan_setup
 json13=()
 k=0

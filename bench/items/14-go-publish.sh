@@ -21,7 +21,7 @@ gopublish_point() {
 		>"$1" 2>&1 || fail "gopublish failed: $(tail -5 "$1")"
 }
 
-say "14/17 Go publish throughput against pgbench ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
+say "14/18 Go publish throughput against pgbench ($ROUNDS interleaved rounds of ${T_TPS} s per point)"
 json14=()
 for c in 1 8; do
 	tps_rounds "gopub_$c" "$c" gopub_event.sql gopub_result.sql gopublish_point

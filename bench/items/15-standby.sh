@@ -14,7 +14,7 @@ source fan.sh
 #      variable  full         smoke
 scaled SB_PROCS  "16 64 128"  4      # watch processes on the standby
 
-say "15/17 $SB_PROCS eventhub watch processes on a hot standby, ${FAN_RATE}/s published on the primary, $FAN_EVENTS events"
+say "15/18 $SB_PROCS eventhub watch processes on a hot standby, ${FAN_RATE}/s published on the primary, $FAN_EVENTS events"
 fan_setup
 standby_start
 json15=()

@@ -13,7 +13,7 @@ source fan.sh
 scaled POOL_PROCS  16    4      # watch processes behind the pooler
 scaled POOL_SIZE   4     2      # server connections of the pool
 
-say "16/17 $POOL_PROCS eventhub watch processes behind pgbouncer (transaction pooling, $POOL_SIZE server connections), ${FAN_RATE}/s, $FAN_EVENTS events"
+say "16/18 $POOL_PROCS eventhub watch processes behind pgbouncer (transaction pooling, $POOL_SIZE server connections), ${FAN_RATE}/s, $FAN_EVENTS events"
 fan_setup
 pooler_start
 n=$POOL_PROCS

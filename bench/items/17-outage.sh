@@ -52,7 +52,7 @@ outage_run() {
 	OUT_PUBLISH_MS=$(calc "($pts - $ready) * 1000")
 }
 
-say "17/17 a watcher across a ${OUT_DOWN} s outage of the server, directly and through pgbouncer (transaction pooling)"
+say "17/18 a watcher across a ${OUT_DOWN} s outage of the server, directly and through pgbouncer (transaction pooling)"
 fan_setup
 json17=()
 for how in direct pooler; do
