@@ -2,7 +2,8 @@
 # standby of the bench cluster (streaming, bench/fan.sh standby_start)
 # while one publisher publishes FAN_EVENTS events to fan-org on the primary
 # at FAN_RATE a second: publish-to-printed-line latency (a standby cannot
-# LISTEN, so each watcher polls every 250 ms, its fallback interval), CPU
+# LISTEN: each watcher waits in eventhub.wait_for_events(), woken by the
+# standby waker after replay), CPU
 # per delivered event (the watchers and their backends on the standby),
 # lines missing, duplicated or reordered (any fails the run), and the
 # standby's replay lag, sampled every 100 ms on the primary, beside the

@@ -3,7 +3,8 @@
 # POOL_SIZE server connections) to the primary, while one publisher
 # publishes FAN_EVENTS events to fan-org directly at FAN_RATE a second:
 # publish-to-printed-line latency (behind transaction pooling a watcher
-# cannot LISTEN: it polls every 250 ms, its fallback interval), CPU per
+# cannot LISTEN: it waits in eventhub.wait_for_events(), one CALL at a
+# time, woken at commit), CPU per
 # delivered event (the watchers; the pool's server connections and
 # pgbouncer) and lines missing, duplicated or reordered (any fails the
 # run).  Why: a pooler is how many watchers share few server connections.
