@@ -241,10 +241,10 @@ eventhub_standby_waker_main(Datum main_arg)
 			ereport(LOG, (errmsg("eventhub standby waker stopped: the server was promoted")));
 			proc_exit(0);
 		}
-		waiters = EventhubWakerIdle(MyDatabaseId, true) > 0;
+		waiters = EventhubWakerIdle(MyDatabaseId) > 0;
 		if (waiters)
 		{
-			(void) EventhubWakerIdle(MyDatabaseId, false);
+			EventhubWakerBusy();
 			FollowReplay();
 		}
 		else

@@ -204,17 +204,24 @@ EventhubWaitWoken(void)
 }
 
 /*
- * The standby waker is about to sleep until a session begins to wait
- * (idle), or is awake; returns how many sessions of database dbid wait.
- * Saying idle before counting, as a waiter publishes its slot before it
- * reads idle, one of the two sees the other.
+ * The standby waker is about to sleep until a session begins to wait:
+ * returns how many sessions of database dbid wait (none: it sleeps).
+ * Saying so before counting, as a waiter publishes its slot before it
+ * reads waker_idle, one of the two sees the other.
  */
 int
-EventhubWakerIdle(Oid dbid, bool idle)
+EventhubWakerIdle(Oid dbid)
 {
-	pg_atomic_write_u32(&shared->waker_idle, idle ? 1 : 0);
+	pg_atomic_write_u32(&shared->waker_idle, 1);
 	pg_memory_barrier();
 	return EventhubWaitersOfDatabase(dbid);
+}
+
+/* The standby waker follows the heads: waiters need not set its latch. */
+void
+EventhubWakerBusy(void)
+{
+	pg_atomic_write_u32(&shared->waker_idle, 0);
 }
 
 /* How many sessions of database dbid wait. */

@@ -37,7 +37,8 @@ extern void EventhubWaitTrust(const bool *visible, int n);
 extern uint32 EventhubWaitWoken(void);
 extern void EventhubWaitEnd(void);
 extern int	EventhubWaitersOfDatabase(Oid dbid);
-extern int	EventhubWakerIdle(Oid dbid, bool idle);
+extern int	EventhubWakerIdle(Oid dbid);
+extern void EventhubWakerBusy(void);
 extern void EventhubWakeOrganization(Oid dbid, const char *id, int len, uint32 hash,
 									 int64 revision);
 extern void EventhubWakeDatabase(Oid dbid);
