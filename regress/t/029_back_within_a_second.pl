@@ -129,6 +129,9 @@ wait_or_die(watch => $p, stderr => qr/notifications do not reach this connection
 publish($node, 'acme', 1);
 wait_or_die(watch => $p, lines => 1, what => 'the pooled watcher follows');
 outage('behind pgbouncer', $p, 4, 3.5);
+# The direct watcher lived through that outage too: it prints revision 4
+# once its own reconnect comes.
+wait_or_die(watch => $w, lines => 4, what => 'the direct watcher to print revision 4');
 
 $_->{h}->signal('TERM') for $w, $p;
 $_->{h}->finish for $w, $p;
